@@ -1,0 +1,39 @@
+"""Shared helpers for the tests."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+
+def frame_tokens_2d(angle_deg: float, order: tuple[int, int, int]) -> torch.Tensor:
+    """Three 2-D tokens ``u + w, u - w, u`` (permuted by ``order``) whose mean is the unit
+    vector ``u`` at ``angle_deg``; ``w`` is ``u`` rotated by 90 degrees. [3, 2]
+
+    Their hand-computed dual-anchor scores: ``1 - 1/sqrt(2) + ~1`` for ``u +- w`` (norm sqrt 2,
+    the frame's maximum) and ``0`` for ``u`` (cosine 1, the minimum norm).
+    """
+    a = math.radians(angle_deg)
+    u = torch.tensor([math.cos(a), math.sin(a)], dtype=torch.float64)
+    w = torch.tensor([-math.sin(a), math.cos(a)], dtype=torch.float64)
+    tokens = torch.stack([u + w, u - w, u])
+    return tokens[list(order)].float()
+
+
+@pytest.fixture
+def zigzag_video() -> torch.Tensor:
+    """T=4, P=3, D=2: frame means at 0, 90, 0, 90 degrees, so the curvature is (1, 2, 2, 1)."""
+    return torch.stack(
+        [
+            frame_tokens_2d(0, (0, 1, 2)),
+            frame_tokens_2d(90, (0, 1, 2)),
+            frame_tokens_2d(0, (2, 1, 0)),
+            frame_tokens_2d(90, (0, 1, 2)),
+        ]
+    )
+
+
+# With tau = 1/ln 2, softmax(kappa / tau) is proportional to 2**kappa.
+TAU_BASE2 = 1.0 / math.log(2.0)

@@ -1,0 +1,43 @@
+"""The demo and the selection benchmark run end to end as users run them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> str:
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_demo_prints_budgets_and_kept_counts():
+    out = run("-m", "vcast.demo", "--frames", "12", "--tokens", "16", "--dim", "32", "--ratio", "0.25")
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s*\d+\s+\d+\.\d{3}\s", line)]
+    assert len(rows) == 12
+    budgets = [int(row[3]) for row in rows]
+    kept = [int(row[4]) for row in rows]
+    assert budgets == kept and sum(budgets) == 48  # floor(0.25 * 12 * 16)
+    assert "kept 48 of 192 tokens (25.0%)" in out
+
+
+@pytest.mark.slow
+def test_bench_select_reports_speedups_and_agreement():
+    out = run(
+        "scripts/bench_select.py", "--frames", "4", "8", "--tokens", "12", "--dim", "16",
+        "--repeats", "1", "--warmup", "0",
+    )
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s*\d+\s+(float32|bfloat16)\s", line)]
+    assert [(r[0], r[1]) for r in rows] == [("4", "float32"), ("4", "bfloat16"), ("8", "float32"), ("8", "bfloat16")]
+    for row in rows:
+        assert row[4].endswith("x") and float(row[4][:-1]) > 0
+        assert row[5] == "True", f"loop and vcast budgets differ: {row}"
+        assert float(row[6]) == 1.0, f"loop and vcast keep different tokens: {row}"

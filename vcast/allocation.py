@@ -1,0 +1,106 @@
+"""Integer per-frame budgets from a temporal density ``p`` [T].
+
+Two allocators, both vectorised over frames (no Python loop over frames or tokens):
+
+* :func:`allocate_paper` -- the paper's rule done exactly: every frame gets ``k_min``, the rest
+  ``R = B - T * k_min`` is apportioned in proportion to ``p`` under a per-frame capacity
+  ``P - k_min`` (frames over capacity are filled and the remainder re-apportioned among the
+  others), then a true largest-remainder rounding. ``sum(b) == B``.
+* :func:`allocate_official` -- the released V-CAST allocator, bit for bit, including its
+  leftover loop that hands every leftover token to the frame with the largest fractional part
+  until that frame is full.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _stable_rank_descending(values: torch.Tensor) -> torch.Tensor:
+    """LongTensor like ``values`` [T]: position of each entry when sorted descending, ties
+    broken towards the lower index."""
+    order = torch.sort(values, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=order.device)
+    return rank
+
+
+def capped_proportional_shares(weights: torch.Tensor, total: int, capacity: int) -> torch.Tensor:
+    """Real shares ``s`` [T] with ``sum(s) == total``, ``0 <= s_t <= capacity``, ``s_t`` in
+    proportion to ``weights`` [T] among the frames below capacity.
+
+    This is the fixed point of "fill the frames whose share exceeds capacity, re-apportion the
+    rest, repeat": ``s_t = min(capacity, lam * w_t)`` with the unique ``lam`` that makes the sum
+    right. With frames sorted by weight, if the top ``k`` are full then
+    ``lam_k = (total - k * capacity) / sum(w[k:])``; the answer is the smallest ``k`` whose
+    next frame fits (``lam_k * w[k] <= capacity``). Computed in float64.
+    """
+    n = weights.numel()
+    if total >= n * capacity:
+        return torch.full((n,), float(capacity), dtype=torch.float64, device=weights.device)
+    # Frames with zero weight (an underflowed softmax) still need a share once all others are full.
+    w = weights.to(torch.float64).clamp_min(torch.finfo(torch.float64).tiny)
+    w_sorted = torch.sort(w, descending=True, stable=True).values
+    tail_sums = torch.flip(torch.cumsum(torch.flip(w_sorted, [0]), 0), [0])
+    k = torch.arange(n, device=w.device, dtype=torch.float64)
+    lam = (total - k * capacity) / tail_sums
+    fits = lam * w_sorted <= capacity
+    lam_star = lam[torch.argmax(fits.to(torch.int8))]  # first k that fits
+    return torch.minimum(lam_star * w, torch.tensor(float(capacity), dtype=torch.float64, device=w.device))
+
+
+def allocate_paper(weights: torch.Tensor, total: int, tokens_per_frame: int, k_min: int) -> torch.Tensor:
+    """Per-frame budgets b [T] (LongTensor) with ``sum(b) == total`` and ``k_min <= b_t <= P``.
+
+    Args:
+        weights: [T] non-negative temporal density ``p``.
+        total: ``B``, with ``T * k_min <= B <= T * P``.
+        tokens_per_frame: ``P``.
+        k_min: tokens every frame keeps at least.
+    """
+    n = weights.numel()
+    rest, capacity = total - n * k_min, tokens_per_frame - k_min
+    base = torch.full((n,), k_min, dtype=torch.long, device=weights.device)
+    if rest == 0:
+        return base
+    shares = capped_proportional_shares(weights, rest, capacity)
+    floors = shares.floor()
+    leftover = rest - floors.sum()  # stays a tensor: no host sync
+    frac = torch.where(floors >= capacity, torch.full_like(shares, -1.0), shares - floors)
+    extra = (_stable_rank_descending(frac) < leftover).long()
+    return base + floors.long() + extra
+
+
+def allocate_official(weights: torch.Tensor, total: int, tokens_per_frame: int, k_min: int) -> torch.Tensor:
+    """The released code's allocator (``_allocate_budget_per_frame``), reproduced exactly.
+
+    ``b_t = k_min + min(floor(p_t * R), P - k_min)`` in float32, then the leftover is poured
+    frame by frame in order of decreasing fractional part (first index on ties), each frame
+    filled up to ``P`` before the next gets anything -- which is what the released loop does,
+    because it retires a frame's fractional part only once the frame is full.
+
+    Args:
+        weights: [T] temporal density ``p`` (float32 in the released code).
+        total: ``B`` from :func:`vcast.budget.official_total_budget`.
+        tokens_per_frame: ``P``.
+        k_min: minimum tokens per frame.
+    Returns:
+        LongTensor [T].
+    """
+    n = weights.numel()
+    rest = total - n * k_min
+    p = weights.to(torch.float32).clamp_min(0)
+    p = p / p.sum().clamp_min(torch.finfo(torch.float32).tiny)
+    raw = p * rest
+    floors = torch.floor(raw)
+    budgets = k_min + torch.clamp(floors.long(), max=tokens_per_frame - k_min)
+    frac = torch.where(budgets >= tokens_per_frame, torch.full_like(raw, -1.0), raw - floors)
+    order = torch.sort(frac, descending=True, stable=True).indices
+    room = (tokens_per_frame - budgets)[order]
+    leftover = total - budgets.sum()
+    poured_before = torch.cumsum(room, 0) - room
+    gift_sorted = torch.clamp(leftover - poured_before, min=0)
+    gift_sorted = torch.minimum(gift_sorted, room)
+    gift = torch.empty_like(gift_sorted)
+    gift[order] = gift_sorted
+    return budgets + gift

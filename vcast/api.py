@@ -1,0 +1,33 @@
+"""``vcast.select``: one entry point for every registered compressor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vcast.registry import check_params, get_method
+from vcast.selection import Selection
+from vcast.validation import check_frames, check_ratio
+
+
+def select(frames: torch.Tensor, ratio: float, method: str = "vcast", **params: Any) -> Selection:
+    """Choose which video tokens to keep.
+
+    Args:
+        frames: float [T, P, D] tokens of one video (T frames or temporal patches, P tokens
+            each), on any device and in any float dtype.
+        ratio: retention ratio in (0, 1]; 1 keeps every token.
+        method: a name from :func:`vcast.available_methods`.
+        **params: the method's own parameters (and extra inputs such as attention maps).
+    Returns:
+        :class:`vcast.Selection` with ``keep`` [K] ascending flat indices and ``budgets`` [T].
+    Raises:
+        ValueError: naming the bad value (ratio, shape, non-finite input, unknown method or
+            parameter, or a parameter out of range).
+    """
+    compressor = get_method(method)
+    check_params(method, params)
+    ratio = check_ratio(ratio)
+    check_frames(frames)
+    return compressor(frames, ratio, **params)

@@ -1,0 +1,3 @@
+"""V-CAST's own compressors; importing this package registers them."""
+
+from vcast.methods import vcast_pruning  # noqa: F401  (registers "vcast")
