@@ -5,7 +5,8 @@ Two allocators, both vectorised over frames (no Python loop over frames or token
 * :func:`allocate_paper` -- the paper's rule done exactly: every frame gets ``k_min``, the rest
   ``R = B - T * k_min`` is apportioned in proportion to ``p`` under a per-frame capacity
   ``P - k_min`` (frames over capacity are filled and the remainder re-apportioned among the
-  others), then a true largest-remainder rounding. ``sum(b) == B``.
+  others), then a true largest-remainder rounding (remainders equal to 9 decimals are ties,
+  which go to the lower frame). ``sum(b) == B``.
 * :func:`allocate_official` -- the released V-CAST allocator, bit for bit, including its
   leftover loop that hands every leftover token to the frame with the largest fractional part
   until that frame is full.
@@ -14,6 +15,8 @@ Two allocators, both vectorised over frames (no Python loop over frames or token
 from __future__ import annotations
 
 import torch
+
+REMAINDER_DECIMALS = 9
 
 
 def _stable_rank_descending(values: torch.Tensor) -> torch.Tensor:
@@ -66,8 +69,11 @@ def allocate_paper(weights: torch.Tensor, total: int, tokens_per_frame: int, k_m
     shares = capped_proportional_shares(weights, rest, capacity)
     floors = shares.floor()
     leftover = rest - floors.sum()  # stays a tensor: no host sync
-    frac = torch.where(floors >= capacity, torch.full_like(shares, -1.0), shares - floors)
-    extra = (_stable_rank_descending(frac) < leftover).long()
+    # Remainders equal to REMAINDER_DECIMALS decimals are ties (-> lower frame): float64 noise
+    # must not decide between shares such as 10/3 and 1/3.
+    remainder = torch.round((shares - floors) * 10**REMAINDER_DECIMALS)
+    remainder = torch.where(floors >= capacity, torch.full_like(shares, -1.0), remainder)
+    extra = (_stable_rank_descending(remainder) < leftover).long()
     return base + floors.long() + extra
 
 
