@@ -66,6 +66,14 @@ def test_bf16_input_scores_in_float32():
     assert a.frame_weights.dtype == torch.float32
 
 
+def test_fp16_video_whose_sum_overflows_fp16_is_accepted():
+    # 4M values around 1 sum to about 4e6, far beyond fp16's 65504.
+    frames = (torch.randn(64, 256, 256, generator=torch.Generator().manual_seed(6)) + 1).half()
+    a = vcast.select(frames, 0.25)
+    b = vcast.select(frames.float(), 0.25)
+    assert torch.equal(a.keep, b.keep) and torch.equal(a.budgets, b.budgets)
+
+
 def test_non_contiguous_input_and_input_untouched():
     base = torch.randn(5, 8, 6, generator=torch.Generator().manual_seed(4))
     view = base.transpose(0, 1).contiguous().transpose(0, 1)  # same values, other strides
