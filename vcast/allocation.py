@@ -49,7 +49,7 @@ def capped_proportional_shares(weights: torch.Tensor, total: int, capacity: int)
     lam = (total - k * capacity) / tail_sums
     fits = lam * w_sorted <= capacity
     lam_star = lam[torch.argmax(fits.to(torch.int8))]  # first k that fits
-    return torch.minimum(lam_star * w, torch.tensor(float(capacity), dtype=torch.float64, device=w.device))
+    return torch.clamp(lam_star * w, max=float(capacity))
 
 
 def allocate_paper(weights: torch.Tensor, total: int, tokens_per_frame: int, k_min: int) -> torch.Tensor:
