@@ -38,7 +38,6 @@ def _load_plugins() -> None:
     global _plugins_loaded
     if _plugins_loaded:
         return
-    _plugins_loaded = True
     for package in _PLUGIN_PACKAGES:
         try:
             importlib.import_module(package)
@@ -46,6 +45,8 @@ def _load_plugins() -> None:
             if error.name != package:
                 raise
             logger.debug("compressor package %s is not installed", package)
+    # Only once every import worked: a broken plugin keeps failing loudly instead of vanishing.
+    _plugins_loaded = True
 
 
 def available_methods() -> list[str]:

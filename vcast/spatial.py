@@ -1,6 +1,6 @@
 """Per-frame token scores and the per-frame top-b_t selection.
 
-The dual-anchor score of token ``i`` of frame ``t`` (paper eq. 9) is
+The dual-anchor score of token ``i`` of frame ``t`` (paper section 3.4) is
 ``w_div * (1 - cos(x_ti, x_bar_t)) + w_act * minmax_t(|x_ti|)``; ``diversity`` and
 ``activation`` keep one of the two terms (the paper's spatial ablation).
 """

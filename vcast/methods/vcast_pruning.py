@@ -1,7 +1,7 @@
 """V-CAST: curvature-guided temporal allocation + dual-anchor spatial selection.
 
-Paper: "V-CAST: Curvature-Aware Spatio-Temporal Pruning for Video LLMs", sections 3.3-3.4 and
-Algorithm 1. Official code: xinyouu/V-CAST @c235ef3, ``compressor/v_cast`` (see
+Paper: "V-CAST: Video Curvature-Aware Spatio-Temporal Pruning for Efficient Video Large
+Language Models", sections 3.3-3.4 and Algorithm 1. Official code: xinyouu/V-CAST @c235ef3, ``compressor/v_cast`` (see
 ``shared/design/reference_methods.md`` section 3). Pure pruning: kept tokens are returned by
 index, so adapters keep each one at its original (t, h, w) position.
 
@@ -23,8 +23,8 @@ import logging
 import torch
 
 from vcast.allocation import allocate_official, allocate_paper
-from vcast.frame_stats import frame_stats
 from vcast.budget import official_total_budget, paper_total_budget
+from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.spatial import SPATIAL_SCORERS, spatial_scores, top_per_frame
