@@ -48,7 +48,8 @@ def capped_proportional_shares(weights: torch.Tensor, total: int, capacity: int)
     k = torch.arange(n, device=w.device, dtype=torch.float64)
     lam = (total - k * capacity) / tail_sums
     fits = lam * w_sorted <= capacity
-    lam_star = lam[torch.argmax(fits.to(torch.int8))]  # first k that fits
+    first_fit = torch.argmax(fits.to(torch.int32)).view(1)  # argmax returns the first maximum
+    lam_star = lam.gather(0, first_fit)  # [1]; gather, not lam[i], so no host sync on CUDA
     return torch.clamp(lam_star * w, max=float(capacity))
 
 
