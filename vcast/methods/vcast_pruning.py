@@ -1,9 +1,9 @@
 """V-CAST: curvature-guided temporal allocation + dual-anchor spatial selection.
 
 Paper: "V-CAST: Video Curvature-Aware Spatio-Temporal Pruning for Efficient Video Large
-Language Models", sections 3.3-3.4 and Algorithm 1. Official code: xinyouu/V-CAST @c235ef3, ``compressor/v_cast`` (see
-``shared/design/reference_methods.md`` section 3). Pure pruning: kept tokens are returned by
-index, so adapters keep each one at its original (t, h, w) position.
+Language Models", sections 3.3-3.4 and Algorithm 1. Official code: xinyouu/V-CAST @c235ef3,
+``compressor/v_cast`` (see ``shared/design/reference_methods.md`` section 3). Pure pruning: kept
+tokens are returned by index, so adapters keep each one at its original (t, h, w) position.
 
 Differences from the released code, on purpose:
 * ``allocation="paper"`` (default) is the paper's rule: ``B = floor(r T P)`` and a capped
