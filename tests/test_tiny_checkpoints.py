@@ -228,6 +228,24 @@ def test_failed_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert list(tmp_path.iterdir()) == []
 
 
+def test_failed_overwrite_restores_the_old_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "ckpt"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    real_rename = Path.rename
+
+    def rename(self: Path, target):
+        if self.name.startswith(".ckpt.tmp-"):  # the final move of the new build into place
+            raise OSError("rename failed")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError, match="rename failed"):
+        build_tiny_checkpoint("qwen3_vl", "tiny", out, overwrite=True)
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
 @pytest.mark.slow
 def test_cli_smoke(tmp_path: Path) -> None:
     out = tmp_path / "cli_ckpt"
