@@ -37,3 +37,16 @@ def zigzag_video() -> torch.Tensor:
 
 # With tau = 1/ln 2, softmax(kappa / tau) is proportional to 2**kappa.
 TAU_BASE2 = 1.0 / math.log(2.0)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One tiny random-weight checkpoint per architecture (seed 0), built once per session."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from vcast.testing import ARCHS, build_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny")
+    return {arch: build_tiny_checkpoint(arch, "tiny", root / arch, seed=0) for arch in ARCHS}

@@ -41,12 +41,6 @@ def moving_square_video(num_frames: int = NUM_FRAMES, side: int = SIDE) -> np.nd
     return video
 
 
-@pytest.fixture(scope="module")
-def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("tiny")
-    return {arch: build_tiny_checkpoint(arch, "tiny", root / arch, seed=0) for arch in ARCHS}
-
-
 def prepare(arch: str, processor, video: np.ndarray, fps: float = FPS):
     """Chat-template a one-video question and run the processor on the decoded frames."""
     messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What moves?"}]}]

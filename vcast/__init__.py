@@ -3,11 +3,14 @@
     import vcast
     sel = vcast.select(frames, ratio=0.25)   # frames: float [T, P, D]
     sel.keep, sel.budgets
+
+    handle = vcast.models.attach(hf_model, method="vcast", ratio=0.25)   # inside a video LLM
 """
 
+from vcast import models
 from vcast.api import select
 from vcast.registry import available_methods, method_params, register_method
 from vcast.selection import Selection
 
-__all__ = ["Selection", "available_methods", "method_params", "register_method", "select"]
+__all__ = ["Selection", "models", "available_methods", "method_params", "register_method", "select"]
 __version__ = "0.1.0"

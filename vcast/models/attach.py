@@ -1,0 +1,87 @@
+"""``vcast.models.attach``: make a Hugging Face video LLM prune its video tokens."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Optional
+
+from torch import nn
+
+from vcast.models.adapter import Adapter
+from vcast.models.handle import PruningHandle
+from vcast.registry import check_params, get_method
+from vcast.validation import check_ratio
+
+_ATTACHED: "weakref.WeakKeyDictionary[nn.Module, PruningHandle]" = weakref.WeakKeyDictionary()
+
+SUPPORTED_CLASSES = (
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "LlavaOnevisionForConditionalGeneration",
+)
+
+
+def adapter_class(model: nn.Module) -> type[Adapter]:
+    """The adapter for ``model``'s architecture; TypeError naming the class otherwise."""
+    import transformers
+
+    from vcast.models.llava_onevision import LlavaOnevisionAdapter
+    from vcast.models.qwen3_vl import Qwen3VLAdapter
+
+    qwen = (transformers.Qwen3VLForConditionalGeneration, transformers.Qwen3VLMoeForConditionalGeneration)
+    if isinstance(model, qwen):
+        return Qwen3VLAdapter
+    if isinstance(model, transformers.LlavaOnevisionForConditionalGeneration):
+        return LlavaOnevisionAdapter
+    raise TypeError(
+        f"vcast.models.attach does not support {type(model).__name__}; supported: {', '.join(SUPPORTED_CLASSES)} "
+        "(load the model with AutoModelForImageTextToText or one of those classes)"
+    )
+
+
+def attach(
+    model: nn.Module,
+    method: str = "vcast",
+    ratio: float = 0.25,
+    *,
+    positions: Optional[str] = None,
+    compress_images: bool = False,
+    **params: Any,
+) -> PruningHandle:
+    """Prune video tokens inside ``model`` on every prefill, until ``handle.detach()``.
+
+    Only this instance changes (PyTorch hooks on its modules); no transformers class is touched.
+
+    Args:
+        model: a ``Qwen3VLForConditionalGeneration``, ``Qwen3VLMoeForConditionalGeneration`` or
+            ``LlavaOnevisionForConditionalGeneration`` (LLaVA-OneVision and LLaVA-Video in HF
+            format).
+        method: a name from :func:`vcast.available_methods`.
+        ratio: retention ratio in (0, 1] of each video's tokens.
+        positions: position ids of the kept tokens. Qwen3-VL: ``"original"`` only (MRoPE
+            (t, h, w) of each kept token, gaps stay). LLaVA: ``"compact"`` (default, re-numbered)
+            or ``"original"``.
+        compress_images: also prune images (as one-frame videos). Off by default: images stay whole.
+        **params: the method's parameters (see :func:`vcast.method_params`).
+    Returns:
+        :class:`PruningHandle`: ``.stats`` (the last call), ``.detach()``; also a context manager.
+    Raises:
+        TypeError: unsupported model class.
+        ValueError: naming a bad method, parameter, ratio, position policy, or a model that
+            already has a handle attached.
+    """
+    adapter_cls = adapter_class(model)
+    get_method(method)
+    check_params(method, params)
+    ratio = check_ratio(ratio)
+    if model in _ATTACHED:
+        raise ValueError(f"this {type(model).__name__} already has a vcast handle attached "
+                         f"({_ATTACHED[model]!r}); detach it first")
+    handle = PruningHandle(model, adapter_cls(model, positions, compress_images), method, ratio, params)
+    _ATTACHED[model] = handle
+    return handle
+
+
+def _forget(model: nn.Module, handle: PruningHandle) -> None:
+    if _ATTACHED.get(model) is handle:
+        del _ATTACHED[model]

@@ -1,0 +1,318 @@
+"""The hooks that prune one model instance, and the handle that owns them.
+
+Hooks, all on the instance (no transformers class is touched):
+
+- model (top level), pre/post: a call starts at a prefill; decode steps are timed; peak memory
+  is read after every step.
+- embedder (``model.model``), pre: at prefill, remember ``input_ids`` and the grids, which the
+  language model never sees.
+- language model, pre: at prefill, find each video's tokens, select, and re-lay the inputs
+  (embeddings, attention mask, positions, DeepStack) so only the kept tokens reach the LLM; at
+  decode, re-align the attention mask and positions with the pruned cache. Post: end of the
+  prefill timing.
+- vision encoder, pre/post: vision timing.
+
+``generate``'s own ``input_ids``, attention mask and position ids stay full-length: its output
+keeps the full prompt, and decoding positions continue from the unpruned prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from vcast.api import select
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext
+from vcast.models.layout import plan_layout
+from vcast.models.meters import Clock, Mark, PeakMemory
+from vcast.models.stats import CallStats, SegmentStats
+
+logger = logging.getLogger(__name__)
+
+
+def _is_prefill(kwargs: dict[str, Any]) -> bool:
+    cache = kwargs.get("past_key_values")
+    return cache is None or cache.get_seq_length() == 0
+
+
+@dataclass
+class _PendingSegment:
+    """A selection still on the device; turned into :class:`SegmentStats` when stats are read."""
+
+    sample: int
+    kind: str
+    frames: int
+    tokens_per_frame: int
+    keep: torch.Tensor
+    budgets: torch.Tensor
+    columns: torch.Tensor
+
+
+@dataclass
+class _CallRecord:
+    vision: list[tuple[Mark, Mark]] = field(default_factory=list)
+    selection: list[tuple[Mark, Mark]] = field(default_factory=list)
+    prefill: list[tuple[Mark, Mark]] = field(default_factory=list)
+    decode: list[tuple[Mark, Mark]] = field(default_factory=list)
+    segments: list[_PendingSegment] = field(default_factory=list)
+    tokens_before: Optional[torch.Tensor] = None
+    tokens_after: Optional[torch.Tensor] = None
+    peak_memory: Optional[int] = None
+    pruned: bool = False
+
+
+class PruningHandle:
+    """Returned by :func:`vcast.models.attach`; see its docstring."""
+
+    def __init__(self, model: nn.Module, adapter: Adapter, method: str, ratio: float,
+                 params: dict[str, Any]) -> None:
+        self.model = model
+        self.adapter = adapter
+        self.method = method
+        self.ratio = ratio
+        self.params = dict(params)
+        device = next(adapter.language_model.parameters()).device
+        self._clock = Clock(device)
+        self._memory = PeakMemory(device)
+        self._context: Optional[PromptContext] = None
+        self._active: Optional[ActivePruning] = None
+        self._record: Optional[_CallRecord] = None
+        self._resolved: Optional[CallStats] = None
+        self._in_call = False
+        self._step_is_decode = False
+        self._step_start: Optional[Mark] = None
+        self._vision_start: Optional[Mark] = None
+        self._prefill_start: Optional[Mark] = None
+        # generate() (transformers >= 5.18) runs the vision encoder before the prefill call:
+        # those spans wait here for the call they belong to.
+        self._early_vision: list[tuple[Mark, Mark]] = []
+        self._hooks: list[torch.utils.hooks.RemovableHandle] = []
+        self._register()
+
+    # Public ---------------------------------------------------------------------------------
+    @property
+    def attached(self) -> bool:
+        return bool(self._hooks)
+
+    @property
+    def stats(self) -> Optional[CallStats]:
+        """The last call (prefill and the decode steps after it), or None before the first.
+
+        Reading it waits for the device (CUDA events are resolved here, not in the hooks).
+        """
+        if self._record is None:
+            return None
+        if self._resolved is None:
+            self._resolved = self._resolve(self._record)
+        return self._resolved
+
+    def detach(self) -> None:
+        """Remove every hook: the model behaves exactly as before :func:`attach`. Idempotent."""
+        from vcast.models.attach import _forget
+
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+        self._context = self._active = None
+        _forget(self.model, self)
+
+    def __enter__(self) -> "PruningHandle":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.detach()
+
+    def __repr__(self) -> str:
+        state = "attached" if self.attached else "detached"
+        return (f"PruningHandle({self.adapter.family}, method={self.method!r}, ratio={self.ratio}, "
+                f"positions={self.adapter.positions!r}, {state})")
+
+    # Hook registration ------------------------------------------------------------------------
+    def _register(self) -> None:
+        adapter = self.adapter
+        vision_first, vision_last = adapter.vision_modules()
+        self._hooks = [
+            self.model.register_forward_pre_hook(self._on_call_start, with_kwargs=True),
+            self.model.register_forward_hook(self._on_call_end, with_kwargs=True),
+            adapter.embedder.register_forward_pre_hook(self._on_embedder, with_kwargs=True),
+            adapter.language_model.register_forward_pre_hook(self._on_language_model, with_kwargs=True),
+            adapter.language_model.register_forward_hook(self._on_language_model_end),
+            vision_first.register_forward_pre_hook(self._on_vision_start),
+            vision_last.register_forward_hook(self._on_vision_end),
+        ]
+
+    # Hooks ------------------------------------------------------------------------------------
+    def _start_call(self) -> None:
+        early, self._early_vision = self._early_vision, []
+        self._record = _CallRecord(vision=early)
+        self._resolved = None
+        self._context = self._active = None
+        if not early:  # else the meter was reset when that early encode began
+            self._memory.reset()
+
+    def _on_call_start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        # Decided here: the forward fills the cache, so its post hook would see a decode.
+        self._step_is_decode = not _is_prefill(kwargs)
+        if not self._step_is_decode:
+            self._start_call()
+        self._in_call = True
+        self._step_start = self._clock.mark()
+
+    def _on_call_end(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        self._in_call = False
+        record = self._record
+        if record is None:
+            return
+        if self._step_is_decode and self._step_start is not None:
+            record.decode.append((self._step_start, self._clock.mark()))
+        self._step_start = None
+        record.peak_memory = self._memory.read()
+        self._resolved = None
+
+    def _on_embedder(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if _is_prefill(kwargs):
+            if not self._in_call:  # the embedder was called directly, not through the model
+                self._start_call()
+            self._context = self.adapter.capture(args, kwargs)
+        elif self._active is not None:
+            self.adapter.check_decode(kwargs)
+
+    def _on_vision_start(self, module: nn.Module, args: tuple) -> None:
+        if not self._in_call and not self._early_vision:
+            self._memory.reset()
+        self._vision_start = self._clock.mark()
+
+    def _on_vision_end(self, module: nn.Module, args: tuple, output: Any) -> None:
+        if self._vision_start is None:
+            return
+        span = (self._vision_start, self._clock.mark())
+        self._vision_start = None
+        if self._in_call and self._record is not None:
+            self._record.vision.append(span)
+        else:
+            self._early_vision.append(span)
+
+    def _on_language_model_end(self, module: nn.Module, args: tuple, output: Any) -> None:
+        if self._prefill_start is not None and self._record is not None:
+            self._record.prefill.append((self._prefill_start, self._clock.mark()))
+        self._prefill_start = None
+
+    def _on_language_model(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
+        if _is_prefill(kwargs):
+            start = self._clock.mark()
+            context, self._context = self._context, None
+            self._active = None
+            rewritten = self._prune_prefill(args, kwargs, context) if context is not None else None
+            self._prefill_start = self._clock.mark()
+            if context is not None and self._record is not None:
+                self._record.selection.append((start, self._prefill_start))
+            return rewritten
+        if self._active is None:
+            return None
+        return args, self._realign_decode(kwargs, self._active)
+
+    # Prefill: select and re-lay ---------------------------------------------------------------
+    def _prune_prefill(self, args: tuple, kwargs: dict, context: PromptContext) -> Optional[tuple[tuple, dict]]:
+        if args:
+            raise ValueError(f"{self.adapter.family}: the language model was called with positional "
+                             "arguments; vcast hooks expect keyword arguments as transformers passes them")
+        embeds = kwargs.get("inputs_embeds")
+        if embeds is None:
+            return None
+        segments = self.adapter.segments(context, embeds)
+        if not segments:
+            return None
+        record = self._record if self._record is not None else _CallRecord()
+        attention_mask = kwargs.get("attention_mask")
+        if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2):
+            raise ValueError(
+                f"{self.adapter.family}: pruning needs a 2-D attention mask [B, L] at prefill, got "
+                f"{type(attention_mask).__name__} {tuple(getattr(attention_mask, 'shape', ()))} "
+                "(a static or compiled cache builds 4-D masks; use the default dynamic cache)"
+            )
+        batch, length = embeds.shape[:2]
+        real = (torch.ones(batch, length, dtype=torch.bool, device=embeds.device) if attention_mask is None
+                else attention_mask.to(embeds.device).bool())
+        survives = real.clone()
+        for segment in segments:
+            frames = embeds[segment.sample].index_select(0, segment.columns)
+            frames = frames.view(segment.frames, segment.tokens_per_frame, -1)
+            selection = select(frames, self.ratio, method=self.method, **self.params)
+            dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=embeds.device)
+            dropped[selection.keep] = False
+            survives[segment.sample, segment.columns[dropped]] = False
+            record.segments.append(_PendingSegment(
+                sample=segment.sample, kind=segment.kind, frames=segment.frames,
+                tokens_per_frame=segment.tokens_per_frame, keep=selection.keep, budgets=selection.budgets,
+                columns=segment.columns,
+            ))
+        record.tokens_before = real.sum(1)
+        record.tokens_after = survives.sum(1)
+        if torch.equal(record.tokens_before, record.tokens_after):
+            return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
+
+        layout = plan_layout(survives, attention_mask)
+        kwargs = dict(kwargs)
+        kwargs["inputs_embeds"] = layout.gather(embeds, dim=1)
+        new_mask = layout.valid.to(attention_mask.dtype if attention_mask is not None else torch.long)
+        kwargs["attention_mask"] = new_mask if layout.needs_mask else None
+        kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
+        self.adapter.prefill_extras(kwargs, layout, survives)
+        self._active = ActivePruning(layout=layout, full_length=length,
+                                     attention_mask=new_mask if layout.needs_mask else None)
+        record.pruned = True
+        logger.debug("%s: pruned prompt %d -> %d tokens (batch %d)", self.adapter.family, length, layout.width, batch)
+        return args, kwargs
+
+    # Decode: keep the mask and positions aligned with the pruned cache ---------------------------
+    def _realign_decode(self, kwargs: dict, active: ActivePruning) -> dict:
+        kwargs = dict(kwargs)
+        cache = kwargs["past_key_values"]
+        embeds = kwargs.get("inputs_embeds")
+        steps = embeds.shape[1] if embeds is not None else 1
+        new_tokens = cache.get_seq_length() - active.layout.width + steps
+        attention_mask = kwargs.get("attention_mask")
+        if attention_mask is not None:
+            if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
+                raise ValueError(f"{self.adapter.family}: decoding after a pruned prefill needs a 2-D attention "
+                                 f"mask, got {type(attention_mask).__name__}")
+            if attention_mask.shape[1] != active.full_length + new_tokens:
+                raise ValueError(
+                    f"{self.adapter.family}: the attention mask has {attention_mask.shape[1]} columns but the "
+                    f"cache continues a pruned prompt of {active.full_length} tokens plus {new_tokens} new ones; "
+                    "was the cache built by another call?"
+                )
+            head = (active.attention_mask if active.attention_mask is not None
+                    else attention_mask.new_ones(attention_mask.shape[0], active.layout.width))
+            kwargs["attention_mask"] = torch.cat([head.to(attention_mask), attention_mask[:, active.full_length :]], 1)
+        elif active.attention_mask is not None:
+            tail = active.attention_mask.new_ones(active.attention_mask.shape[0], new_tokens)
+            kwargs["attention_mask"] = torch.cat([active.attention_mask, tail], 1)
+        kwargs["position_ids"] = self.adapter.decode_positions(kwargs.get("position_ids"), active)
+        return kwargs
+
+    # Stats ---------------------------------------------------------------------------------------
+    def _resolve(self, record: _CallRecord) -> CallStats:
+        def total(spans: list[tuple[Mark, Mark]]) -> float:
+            return sum(self._clock.seconds(start, end) for start, end in spans)
+
+        segments = [
+            SegmentStats(
+                sample=p.sample, kind=p.kind, frames=p.frames, tokens_per_frame=p.tokens_per_frame,
+                total=p.frames * p.tokens_per_frame, kept=int(p.keep.numel()),
+                budgets=[int(b) for b in p.budgets.tolist()], keep=p.keep.cpu(), positions=p.columns.cpu(),
+            )
+            for p in record.segments
+        ]
+        before = record.tokens_before.tolist() if record.tokens_before is not None else []
+        after = record.tokens_after.tolist() if record.tokens_after is not None else before
+        return CallStats(
+            method=self.method, ratio=self.ratio, segments=segments, tokens_before=before, tokens_after=after,
+            vision_s=total(record.vision), selection_s=total(record.selection), prefill_s=total(record.prefill),
+            decode_s=total(record.decode), decode_steps=len(record.decode), peak_memory_bytes=record.peak_memory,
+            memory_source=self._memory.source, timer=self._clock.kind, pruned=record.pruned,
+        )

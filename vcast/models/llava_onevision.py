@@ -1,0 +1,103 @@
+"""LLaVA-OneVision / LLaVA-Video (HF format): prune the projected, pooled frame tokens.
+
+Each video becomes ``F * P`` tokens (``P = ceil(n / 2) ** 2`` after the 2x bilinear pooling of
+the ``n x n`` SigLIP grid; 196 for the real 384/14 towers) followed by one image-newline token,
+all written over the ``<video>`` placeholders. Selection runs per frame on the ``F * P``
+tokens; the newline always stays.
+
+RoPE is 1-D. ``positions="compact"`` (default, as the LLaVA integrations of the baselines do)
+renumbers the pruned prompt 0, 1, 2, ... and decoding continues right after it;
+``positions="original"`` keeps each kept token's original index (gaps stay) and decoding
+continues after the unpruned prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, token_runs
+from vcast.models.layout import SequenceLayout, compact_positions
+
+
+class LlavaOnevisionAdapter(Adapter):
+    family = "LLaVA-OneVision"
+    position_policies = ("compact", "original")
+    default_positions = "compact"
+
+    def vision_modules(self) -> tuple[nn.Module, nn.Module]:
+        return self.model.model.vision_tower, self.model.model.multi_modal_projector
+
+    @property
+    def tokens_per_frame(self) -> int:
+        vision = self.model.config.vision_config
+        side = vision.image_size // vision.patch_size
+        return math.ceil(side / 2) ** 2
+
+    def _token_id(self, kind: str) -> int:
+        config = self.model.config
+        name = "video_token_index" if kind == "video" else "image_token_index"
+        fallback = "video_token_id" if kind == "video" else "image_token_id"
+        return getattr(config, name, None) if getattr(config, name, None) is not None else getattr(config, fallback)
+
+    def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        pixels = kwargs.get("pixel_values_videos")
+        return PromptContext(input_ids=input_ids, video_frames=int(pixels.shape[1]) if pixels is not None else None)
+
+    def segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+        if context.input_ids is None:
+            if context.video_frames is not None:
+                raise ValueError(f"{self.family}: videos were given with inputs_embeds instead of input_ids, "
+                                 "so their tokens cannot be located; pass input_ids")
+            return []
+        found = self._video_segments(context, inputs_embeds.device)
+        if self.compress_images:
+            found += self._image_segments(context, inputs_embeds)
+        return found
+
+    def _video_segments(self, context: PromptContext, device: torch.device) -> list[Segment]:
+        per_frame = self.tokens_per_frame
+        found = []
+        for row, start, length in token_runs(context.input_ids == self._token_id("video")):
+            frames, rest = divmod(length - 1, per_frame)
+            if rest or frames < 1 or (context.video_frames is not None and frames != context.video_frames):
+                expected = f"{context.video_frames} frames x " if context.video_frames is not None else "F x "
+                raise ValueError(
+                    f"{self.family}: a run of {length} video tokens in row {row} is not "
+                    f"{expected}{per_frame} pooled tokens + 1 newline; unsupported video token layout"
+                )
+            columns = torch.arange(start, start + frames * per_frame, device=device)
+            found.append(Segment(sample=row, kind="video", columns=columns, frames=frames, tokens_per_frame=per_frame))
+        return found
+
+    def _image_segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+        newline = self.model.model.image_newline.to(inputs_embeds.device, inputs_embeds.dtype)
+        found = []
+        for row, start, length in token_runs(context.input_ids == self._token_id("image")):
+            tokens = inputs_embeds[row, start : start + length]
+            # anyres images interleave newline tokens with the grid rows; those always stay.
+            columns = start + (tokens != newline).any(-1).nonzero().squeeze(1)
+            if columns.numel():
+                found.append(Segment(sample=row, kind="image", columns=columns, frames=1,
+                                     tokens_per_frame=int(columns.numel())))
+        return found
+
+    def prefill_positions(self, position_ids: Optional[torch.Tensor], layout: SequenceLayout,
+                          length: int) -> Optional[torch.Tensor]:
+        if self.positions == "compact":
+            if position_ids is None:  # the text model then numbers the pruned prompt itself
+                return None
+            return compact_positions(layout.valid).to(position_ids.device, position_ids.dtype)
+        if position_ids is None:
+            batch = layout.index.shape[0]
+            position_ids = torch.arange(length, device=layout.index.device).expand(batch, length)
+        return layout.gather(position_ids, dim=1).masked_fill(~layout.valid.to(position_ids.device), 0)
+
+    def decode_positions(self, position_ids: Optional[torch.Tensor], active: ActivePruning) -> Optional[torch.Tensor]:
+        if position_ids is None or self.positions == "original":
+            return position_ids
+        return position_ids - active.layout.dropped.to(position_ids.device)[:, None]

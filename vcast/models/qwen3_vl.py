@@ -1,0 +1,149 @@
+"""Qwen3-VL (dense and MoE): prune post-merger video tokens, keep their original MRoPE (t, h, w).
+
+The processor writes each temporal patch of a video as ``<t seconds><vision_start>`` +
+``P = H * W / 4`` video tokens + ``<vision_end>``. A video is ``T = grid_t`` such blocks, and
+its ``T * P`` tokens are, in prompt order, the merger's output. Selection runs on those tokens
+per video; timestamps and vision_start/end are text and always stay.
+
+Positions come from the model's own ``get_rope_index`` on the full prompt (``generate``
+computes them before prefill); the hook only gathers them, so kept tokens keep their
+coordinates and the gaps stay. Row 0 of the 4-row ids (text positions: causal mask and
+FlashAttention's packing check) is renumbered over the pruned prompt. Decoding goes on from
+the unpruned maximum + 1, which ``generate`` already carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, token_runs
+from vcast.models.layout import SequenceLayout, compact_positions
+
+_VIDEO, _IMAGE = 2, 1  # mm_token_type_ids codes
+
+
+class Qwen3VLAdapter(Adapter):
+    family = "Qwen3-VL"
+    position_policies = ("original",)
+    default_positions = "original"
+
+    def vision_modules(self) -> tuple[nn.Module, nn.Module]:
+        return self.model.model.visual, self.model.model.visual
+
+    def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        return PromptContext(input_ids=input_ids, mm_token_type_ids=kwargs.get("mm_token_type_ids"),
+                             video_token_counts=self._video_token_counts(kwargs))
+
+    def _video_token_counts(self, kwargs: dict[str, Any]) -> Optional[list[int]]:
+        """Tokens per video: from the encoder outputs (``generate`` in transformers >= 5.18 encodes
+        the video before prefill and passes only those), else from ``video_grid_thw``."""
+        encoded = (kwargs.get("mm_encoder_outputs") or {}).get("video")
+        pooled = getattr(encoded, "pooler_output", None)
+        if isinstance(pooled, (tuple, list)):
+            return [int(tokens.shape[0]) for tokens in pooled]
+        grid = kwargs.get("video_grid_thw")
+        if grid is not None:
+            merge = self.model.config.vision_config.spatial_merge_size
+            return [t * h * w // merge**2 for t, h, w in grid.tolist()]
+        return None
+
+    def _token_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
+        config = self.model.config
+        if context.input_ids is not None:
+            token = config.video_token_id if kind == "video" else config.image_token_id
+            return context.input_ids == token
+        if context.mm_token_type_ids is not None:
+            return context.mm_token_type_ids == (_VIDEO if kind == "video" else _IMAGE)
+        return None
+
+    def segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+        """Each run of video tokens is one temporal patch; consecutive runs make up a video.
+
+        Images (when compressed) are one run each, a one-frame segment.
+        """
+        found = self._video_segments(context, inputs_embeds.device)
+        if self.compress_images:
+            mask = self._token_mask(context, "image")
+            for row, start, length in token_runs(mask) if mask is not None else []:
+                columns = torch.arange(start, start + length, device=inputs_embeds.device)
+                found.append(Segment(sample=row, kind="image", columns=columns, frames=1, tokens_per_frame=length))
+        return found
+
+    def _video_segments(self, context: PromptContext, device: torch.device) -> list[Segment]:
+        mask = self._token_mask(context, "video")
+        if mask is None:
+            if context.video_token_counts:
+                raise ValueError(f"{self.family}: videos were given but neither input_ids nor mm_token_type_ids, "
+                                 "so their tokens cannot be located")
+            return []
+        runs = token_runs(mask)
+        if not runs:
+            return []
+        counts = context.video_token_counts
+        if counts is None:
+            raise ValueError(f"{self.family}: the prompt has video tokens but neither the video encoder's outputs "
+                             "nor video_grid_thw reached the model; pass the processor's video_grid_thw")
+        if sum(counts) != sum(length for _, _, length in runs):
+            raise ValueError(f"{self.family}: the videos have {counts} tokens but the prompt has "
+                             f"{sum(length for _, _, length in runs)} video placeholders")
+        found, next_run = [], 0
+        for count in counts:
+            group, total = [], 0
+            while total < count:
+                group.append(runs[next_run])
+                total += group[-1][2]
+                next_run += 1
+            rows, lengths = {run[0] for run in group}, {run[2] for run in group}
+            if total != count or len(rows) != 1 or len(lengths) != 1:
+                raise ValueError(f"{self.family}: a video of {count} tokens does not match its placeholders "
+                                 f"(runs {[(r, s, n) for r, s, n in group]}); unsupported prompt layout")
+            columns = torch.cat([torch.arange(start, start + n, device=device) for _, start, n in group])
+            found.append(Segment(sample=group[0][0], kind="video", columns=columns, frames=len(group),
+                                 tokens_per_frame=group[0][2]))
+        return found
+
+    def prefill_positions(self, position_ids: Optional[torch.Tensor], layout: SequenceLayout,
+                          length: int) -> Optional[torch.Tensor]:
+        batch = layout.index.shape[0]
+        if position_ids is None:  # what the text model would use: 0..L-1 on every row
+            position_ids = torch.arange(length, device=layout.index.device).expand(batch, length)
+        if position_ids.dim() == 2:
+            position_ids = position_ids[None].expand(4, batch, length)
+        has_text_row = position_ids.shape[0] == 4
+        spatial = position_ids[1:] if has_text_row else position_ids
+        spatial = layout.gather(spatial, dim=2).masked_fill(~layout.valid.to(spatial.device), 0)
+        if not has_text_row:
+            return spatial
+        text = compact_positions(layout.valid).to(spatial.device, spatial.dtype)
+        return torch.cat([text[None], spatial], 0)
+
+    def decode_positions(self, position_ids: Optional[torch.Tensor], active: ActivePruning) -> Optional[torch.Tensor]:
+        if position_ids is None or position_ids.dim() != 3 or position_ids.shape[0] != 4:
+            return position_ids
+        # Rows 1-3 continue from the unpruned maximum; the text row counts pruned slots.
+        text = position_ids[0] - active.layout.dropped.to(position_ids.device)[:, None]
+        return torch.cat([text[None], position_ids[1:]], 0)
+
+    def prefill_extras(self, kwargs: dict[str, Any], layout: SequenceLayout, survives: torch.Tensor) -> None:
+        visual = kwargs.get("visual_pos_masks")
+        if visual is None:
+            return
+        deepstack = kwargs.get("deepstack_visual_embeds")
+        if deepstack is not None:
+            # DeepStack rows follow the visual tokens in prompt order: keep the same ones.
+            kept_rows = survives.to(visual.device)[visual].nonzero().squeeze(1)
+            kwargs["deepstack_visual_embeds"] = [features.index_select(0, kept_rows.to(features.device))
+                                                 for features in deepstack]
+        kwargs["visual_pos_masks"] = layout.gather(visual, dim=1) & layout.valid.to(visual.device)
+
+    def check_decode(self, kwargs: dict[str, Any]) -> None:
+        if kwargs.get("position_ids") is None:
+            raise ValueError(
+                f"{self.family}: a decoding step after a pruned prefill was called without position_ids; "
+                "the model would derive them from the pruned cache length and misplace every new token. "
+                "Pass the unpruned 4-row position ids (generate() does this)"
+            )

@@ -1,0 +1,101 @@
+"""The pruned prompt fed straight to the model, with no hooks: the reference the hooks must equal.
+
+Given a processor batch of ONE sample and which of its tokens survive, build the inputs that
+make an untouched model see exactly the pruned prompt: the kept ``input_ids``, the vision
+encoder's outputs restricted to the kept tokens (``mm_encoder_outputs``, transformers >= 5.18),
+and the kept tokens' position ids (Qwen3-VL: the full prompt's MRoPE (t, h, w), text row
+renumbered; LLaVA: original indices, or none for compact numbering). ``generate`` on these
+continues positions exactly as the hooked model does.
+
+Used by the tests (hooked generate == this) and by ``scripts/bench_prefill.py`` (the "ideal"
+prefill that costs no machinery).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from vcast.models.stats import CallStats
+
+
+def survivors(stats: CallStats, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """BoolTensor ``[B, L]``: tokens of the unpruned prompt that the last call kept."""
+    keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool().clone()
+    for segment in stats.segments:
+        dropped = torch.ones(segment.total, dtype=torch.bool)
+        dropped[segment.keep] = False
+        keep[segment.sample, segment.positions[dropped].to(keep.device)] = False
+    return keep
+
+
+def encode(model: nn.Module, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the vision encoder once: ``{"video": ..., "image": ...}`` as ``mm_encoder_outputs``."""
+    base = model.model
+    encoded: dict[str, Any] = {}
+    if inputs.get("pixel_values_videos") is not None:
+        extra = {"video_grid_thw": inputs["video_grid_thw"]} if "video_grid_thw" in inputs else {}
+        encoded["video"] = base.get_video_features(pixel_values_videos=inputs["pixel_values_videos"], return_dict=True,
+                                                   **extra)
+    if inputs.get("pixel_values") is not None:
+        extra = {k: inputs[k] for k in ("image_grid_thw", "image_sizes") if k in inputs}
+        encoded["image"] = base.get_image_features(pixel_values=inputs["pixel_values"], return_dict=True, **extra)
+    return encoded
+
+
+def _restrict(output: Any, keep: torch.Tensor, per_item: bool) -> Any:
+    """``output`` with its pooled tokens (and DeepStack features) restricted to ``keep`` [N] bool."""
+    def cut(tokens: Any) -> Any:
+        if isinstance(tokens, (tuple, list)):
+            flat = torch.cat(list(tokens), 0)
+            return (flat[keep.to(flat.device)],)
+        flat = tokens.reshape(-1, tokens.shape[-1])
+        return flat[keep.to(flat.device)][None] if not per_item else (flat[keep.to(flat.device)],)
+
+    fields = dict(output)
+    fields["pooler_output"] = cut(output.pooler_output)
+    if getattr(output, "deepstack_features", None) is not None:
+        fields["deepstack_features"] = [cut(layer) for layer in output.deepstack_features]
+    return type(output)(**fields)
+
+
+def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[str, Any], keep: torch.Tensor,
+                  positions: str = "original") -> dict[str, Any]:
+    """Keyword arguments for ``model(...)`` / ``model.generate(...)`` that feed the pruned prompt.
+
+    Args:
+        inputs: the processor's batch (one sample).
+        encoded: :func:`encode` of ``inputs`` (unpruned).
+        keep: BoolTensor ``[1, L]`` of surviving tokens (:func:`survivors`).
+        positions: ``"original"`` or, for LLaVA, ``"compact"``.
+    """
+    input_ids = inputs["input_ids"]
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"the reference path takes one sample, got a batch of {input_ids.shape[0]}")
+    row = keep[0].to(input_ids.device)
+    config = model.config
+    is_qwen = hasattr(config, "vision_start_token_id")
+    video_id = config.video_token_id if is_qwen else config.video_token_index
+    image_id = config.image_token_id if is_qwen else config.image_token_index
+
+    kwargs: dict[str, Any] = {"input_ids": input_ids[:, row], "attention_mask": torch.ones_like(input_ids[:, row])}
+    mm_outputs = {}
+    for kind, token in (("video", video_id), ("image", image_id)):
+        if kind in encoded:
+            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], per_item=is_qwen or kind == "image")
+    kwargs["mm_encoder_outputs"] = mm_outputs
+
+    if is_qwen:
+        kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"][:, row]
+        spatial, _ = model.model.get_rope_index(
+            input_ids, mm_token_type_ids=inputs["mm_token_type_ids"], image_grid_thw=inputs.get("image_grid_thw"),
+            video_grid_thw=inputs.get("video_grid_thw"), attention_mask=inputs.get("attention_mask"),
+        )
+        spatial = spatial[..., row]
+        text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1)
+        kwargs["position_ids"] = torch.cat([text, spatial], 0)
+    elif positions == "original":
+        kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device)[row][None]
+    return kwargs
