@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast demo bench-select clean
+.PHONY: setup test test-fast demo bench-select bench-prefill clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,9 @@ demo: $(STAMP)
 
 bench-select: $(STAMP)
 	$(BIN)/python scripts/bench_select.py
+
+bench-prefill: $(STAMP)
+	$(BIN)/python scripts/bench_prefill.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

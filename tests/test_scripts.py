@@ -1,4 +1,4 @@
-"""The demo and the selection benchmark run end to end as users run them."""
+"""The demo and the benchmarks run end to end as users run them."""
 
 from __future__ import annotations
 
@@ -41,3 +41,17 @@ def test_bench_select_reports_speedups_and_agreement():
         assert row[4].endswith("x") and float(row[4][:-1]) > 0
         assert row[5] == "True", f"loop and vcast budgets differ: {row}"
         assert float(row[6]) == 1.0, f"loop and vcast keep different tokens: {row}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen3_vl", "llava_onevision"])
+def test_bench_prefill_runs_and_checks_the_ideal_matches(arch: str, tiny_dirs: dict) -> None:
+    """Small settings on a tiny checkpoint: the table, both ratios, and (b) == (c) logits (exit 0)."""
+    out = run("scripts/bench_prefill.py", "--arch", arch, "--checkpoint", str(tiny_dirs[arch]), "--frames", "8",
+              "--side", "64", "--repeats", "1", "--warmup", "0")
+    for label in ("(a) vanilla", "(b) vcast via attach", "(c) ideal"):
+        assert label in out
+    ratios = dict(re.findall(r"(b/[ac]) = ([0-9.]+)", out))
+    assert set(ratios) == {"b/a", "b/c"} and all(float(v) > 0 for v in ratios.values())
+    difference = float(re.search(r"max \|logits b - c\| = (\S+)", out).group(1))
+    assert difference <= 1e-4

@@ -56,6 +56,40 @@ class Segment:
     tokens_per_frame: int
 
 
+class TokenSource:
+    """The LLM-space tokens written over the prompt's visual placeholders.
+
+    Either the embeddings the language model is about to receive (``from_embeddings``), or,
+    before embedding, the vision encoder's outputs (``from_encoder``): its ``i``-th token of a
+    kind is the one written over the ``i``-th placeholder of that kind in row-major order.
+    """
+
+    def __init__(self, device: torch.device, embeddings: Optional[torch.Tensor] = None,
+                 flat: Optional[dict[str, torch.Tensor]] = None, rank: Optional[dict[str, torch.Tensor]] = None) -> None:
+        self.device = device
+        self._embeddings = embeddings
+        self._flat = flat or {}
+        self._rank = rank or {}
+
+    @classmethod
+    def from_embeddings(cls, inputs_embeds: torch.Tensor) -> "TokenSource":
+        return cls(inputs_embeds.device, embeddings=inputs_embeds)
+
+    @classmethod
+    def from_encoder(cls, flat: dict[str, torch.Tensor], masks: dict[str, torch.Tensor]) -> "TokenSource":
+        """``flat[kind]`` [N, D] encoder tokens; ``masks[kind]`` [B, L] placeholders (N True each)."""
+        rank = {kind: (mask.flatten().long().cumsum(0) - 1).view(mask.shape) for kind, mask in masks.items()}
+        device = next(iter(flat.values())).device
+        return cls(device, flat=flat, rank=rank)
+
+    def tokens(self, kind: str, row: int, columns: torch.Tensor) -> torch.Tensor:
+        """``[len(columns), D]`` tokens at ``columns`` of batch row ``row``."""
+        if self._embeddings is not None:
+            return self._embeddings[row].index_select(0, columns)
+        flat = self._flat[kind]
+        return flat.index_select(0, self._rank[kind][row].index_select(0, columns.to(self._rank[kind].device)).to(flat.device))
+
+
 @dataclass(frozen=True)
 class ActivePruning:
     """What the decode steps after a pruned prefill need to know.
@@ -109,8 +143,44 @@ class Adapter:
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         raise NotImplementedError
 
-    def segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+    def segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
         raise NotImplementedError
+
+    def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
+        """BoolTensor ``[B, L]``: the prompt's ``kind`` ("video"/"image") placeholders, or None."""
+        raise NotImplementedError
+
+    # Pruning before embedding (when the encoder outputs reach the model precomputed) -----------
+    def can_prune_encoded(self, kwargs: dict[str, Any]) -> bool:
+        """Whether this prefill can be pruned before embedding: the video encoder outputs are
+        given (``generate`` in transformers >= 5.18 passes them) along with ``input_ids``."""
+        encoded = kwargs.get("mm_encoder_outputs") or {}
+        return (encoded.get("video") is not None and kwargs.get("input_ids") is not None
+                and kwargs.get("pixel_values_videos") is None and kwargs.get("inputs_embeds") is None)
+
+    def wrap_pooled(self, kind: str, tokens: torch.Tensor) -> Any:
+        """Pruned ``[K, D]`` tokens in the shape the model's forward expects for ``kind``."""
+        return (tokens,)
+
+    def prune_encoded(self, encoded: dict[str, Any], context: PromptContext, survives: torch.Tensor) -> dict[str, Any]:
+        """New ``mm_encoder_outputs`` holding only the surviving tokens (the input is not modified)."""
+        pruned = dict(encoded)
+        for kind, output in encoded.items():
+            mask = self.placeholder_mask(context, kind) if output is not None else None
+            if mask is None:
+                continue
+            kept = survives.to(mask.device)[mask].nonzero().squeeze(1)
+            if kept.numel() == int(mask.sum()):
+                continue  # nothing of this kind was dropped
+            fields = dict(output)
+            pooled = flat_tokens(output.pooler_output)
+            fields["pooler_output"] = self.wrap_pooled(kind, pooled.index_select(0, kept.to(pooled.device)))
+            deepstack = getattr(output, "deepstack_features", None)
+            if deepstack is not None:
+                layers = [flat_tokens(layer) for layer in deepstack]
+                fields["deepstack_features"] = [(layer.index_select(0, kept.to(layer.device)),) for layer in layers]
+            pruned[kind] = type(output)(**fields)
+        return pruned
 
     # Re-laying the language model's inputs ---------------------------------------------------
     def prefill_positions(self, position_ids: Optional[torch.Tensor], layout: SequenceLayout,
@@ -131,6 +201,13 @@ class Adapter:
                 "pass the unpruned positions (generate() does this), or the new tokens would be placed "
                 "right after the pruned prompt instead of after the original one"
             )
+
+
+def flat_tokens(pooled: Any) -> torch.Tensor:
+    """Encoder tokens as one ``[N, D]`` tensor (per-item tuples concatenated, batches flattened)."""
+    if isinstance(pooled, (tuple, list)):
+        return torch.cat(list(pooled), 0) if len(pooled) != 1 else pooled[0]
+    return pooled.reshape(-1, pooled.shape[-1])
 
 
 def token_runs(mask: torch.Tensor) -> list[tuple[int, int, int]]:

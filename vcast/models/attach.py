@@ -5,8 +5,10 @@ from __future__ import annotations
 import weakref
 from typing import Any, Optional
 
+import torch
 from torch import nn
 
+from vcast.api import select
 from vcast.models.adapter import Adapter
 from vcast.models.handle import PruningHandle
 from vcast.registry import check_params, get_method
@@ -74,12 +76,27 @@ def attach(
     get_method(method)
     check_params(method, params)
     ratio = check_ratio(ratio)
+    _check_param_values(method, ratio, params)
     if model in _ATTACHED:
         raise ValueError(f"this {type(model).__name__} already has a vcast handle attached "
                          f"({_ATTACHED[model]!r}); detach it first")
     handle = PruningHandle(model, adapter_cls(model, positions, compress_images), method, ratio, params)
     _ATTACHED[model] = handle
     return handle
+
+
+def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> None:
+    """Fail at attach, not in the middle of a forward: one selection on a small random video.
+
+    P = 1024 is larger than any model's tokens per frame, so only values invalid for every
+    video are refused here (``k_min`` above the real P is still caught at the first call).
+    """
+    frames = torch.randn(4, 1024, 8, generator=torch.Generator().manual_seed(0))
+    try:
+        select(frames, ratio, method=method, **params)
+    except ValueError as error:
+        raise ValueError(f"invalid parameters for method {method!r} (checked on a 4 x 1024-token test video): "
+                         f"{error}") from None
 
 
 def _forget(model: nn.Module, handle: PruningHandle) -> None:

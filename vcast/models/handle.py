@@ -4,12 +4,13 @@ Hooks, all on the instance (no transformers class is touched):
 
 - model (top level), pre/post: a call starts at a prefill; decode steps are timed; peak memory
   is read after every step.
-- embedder (``model.model``), pre: at prefill, remember ``input_ids`` and the grids, which the
-  language model never sees.
-- language model, pre: at prefill, find each video's tokens, select, and re-lay the inputs
-  (embeddings, attention mask, positions, DeepStack) so only the kept tokens reach the LLM; at
-  decode, re-align the attention mask and positions with the pruned cache. Post: end of the
-  prefill timing.
+- embedder (``model.model``), pre: at prefill, when the vision encoder's outputs come
+  precomputed (``generate`` in transformers >= 5.18), select on them and prune the token ids,
+  the encoder outputs, the mask and the positions before anything is embedded. Otherwise
+  remember ``input_ids`` (which the language model never sees) for the next hook.
+- language model, pre: at a prefill not pruned yet, select on the embeddings and re-lay them
+  (and the mask, positions and DeepStack features); at decode, re-align the attention mask
+  and positions with the pruned cache. Post: end of the prefill timing.
 - vision encoder, pre/post: vision timing.
 
 ``generate``'s own ``input_ids``, attention mask and position ids stay full-length: its output
@@ -26,8 +27,8 @@ import torch
 from torch import nn
 
 from vcast.api import select
-from vcast.models.adapter import ActivePruning, Adapter, PromptContext
-from vcast.models.layout import plan_layout
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource, flat_tokens
+from vcast.models.layout import SequenceLayout, plan_layout
 from vcast.models.meters import Clock, Mark, PeakMemory
 from vcast.models.stats import CallStats, SegmentStats
 
@@ -173,13 +174,22 @@ class PruningHandle:
         record.peak_memory = self._memory.read()
         self._resolved = None
 
-    def _on_embedder(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if _is_prefill(kwargs):
-            if not self._in_call:  # the embedder was called directly, not through the model
-                self._start_call()
-            self._context = self.adapter.capture(args, kwargs)
-        elif self._active is not None:
-            self.adapter.check_decode(kwargs)
+    def _on_embedder(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
+        if not _is_prefill(kwargs):
+            if self._active is not None:
+                self.adapter.check_decode(kwargs)
+            return None
+        if not self._in_call:  # the embedder was called directly, not through the model
+            self._start_call()
+        context = self.adapter.capture(args, kwargs)
+        if args or not self.adapter.can_prune_encoded(kwargs):
+            self._context = context  # pruned later, on the embeddings, by the language-model hook
+            return None
+        start = self._clock.mark()
+        rewritten = self._prune_encoded(kwargs, context)
+        if self._record is not None:
+            self._record.selection.append((start, self._clock.mark()))
+        return None if rewritten is None else (args, rewritten)
 
     def _on_vision_start(self, module: nn.Module, args: tuple) -> None:
         if not self._in_call and not self._early_vision:
@@ -203,47 +213,44 @@ class PruningHandle:
 
     def _on_language_model(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
         if _is_prefill(kwargs):
-            start = self._clock.mark()
             context, self._context = self._context, None
-            self._active = None
-            rewritten = self._prune_prefill(args, kwargs, context) if context is not None else None
+            rewritten = None
+            if context is not None:
+                start = self._clock.mark()
+                rewritten = self._prune_embedded(args, kwargs, context)
+                if self._record is not None:
+                    self._record.selection.append((start, self._clock.mark()))
             self._prefill_start = self._clock.mark()
-            if context is not None and self._record is not None:
-                self._record.selection.append((start, self._prefill_start))
             return rewritten
         if self._active is None:
             return None
         return args, self._realign_decode(kwargs, self._active)
 
-    # Prefill: select and re-lay ---------------------------------------------------------------
-    def _prune_prefill(self, args: tuple, kwargs: dict, context: PromptContext) -> Optional[tuple[tuple, dict]]:
-        if args:
-            raise ValueError(f"{self.adapter.family}: the language model was called with positional "
-                             "arguments; vcast hooks expect keyword arguments as transformers passes them")
-        embeds = kwargs.get("inputs_embeds")
-        if embeds is None:
-            return None
-        segments = self.adapter.segments(context, embeds)
+    # Prefill: select, then re-lay --------------------------------------------------------------
+    def _select(self, context: PromptContext, source: TokenSource, attention_mask: Optional[torch.Tensor],
+                shape: tuple[int, int]) -> Optional[torch.Tensor]:
+        """Run the method on every segment: BoolTensor ``[B, L]`` of surviving tokens, or None
+        when nothing is dropped (no videos, or every token kept)."""
+        segments = self.adapter.segments(context, source)
         if not segments:
             return None
-        record = self._record if self._record is not None else _CallRecord()
-        attention_mask = kwargs.get("attention_mask")
         if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2):
             raise ValueError(
                 f"{self.adapter.family}: pruning needs a 2-D attention mask [B, L] at prefill, got "
                 f"{type(attention_mask).__name__} {tuple(getattr(attention_mask, 'shape', ()))} "
                 "(a static or compiled cache builds 4-D masks; use the default dynamic cache)"
             )
-        batch, length = embeds.shape[:2]
-        real = (torch.ones(batch, length, dtype=torch.bool, device=embeds.device) if attention_mask is None
-                else attention_mask.to(embeds.device).bool())
+        device = source.device
+        real = (torch.ones(shape, dtype=torch.bool, device=device) if attention_mask is None
+                else attention_mask.to(device).bool())
         survives = real.clone()
+        record = self._record if self._record is not None else _CallRecord()
         for segment in segments:
-            frames = embeds[segment.sample].index_select(0, segment.columns)
+            frames = source.tokens(segment.kind, segment.sample, segment.columns)
             frames = frames.view(segment.frames, segment.tokens_per_frame, -1)
             selection = select(frames, self.ratio, method=self.method, **self.params)
-            dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=embeds.device)
-            dropped[selection.keep] = False
+            dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=device)
+            dropped[selection.keep.to(device)] = False
             survives[segment.sample, segment.columns[dropped]] = False
             record.segments.append(_PendingSegment(
                 sample=segment.sample, kind=segment.kind, frames=segment.frames,
@@ -254,19 +261,72 @@ class PruningHandle:
         record.tokens_after = survives.sum(1)
         if torch.equal(record.tokens_before, record.tokens_after):
             return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
+        record.pruned = True
+        return survives
 
+    def _new_mask(self, layout: SequenceLayout, attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        if not layout.needs_mask:
+            return None
+        return layout.valid.to(attention_mask.dtype if attention_mask is not None else torch.long)
+
+    def _prune_embedded(self, args: tuple, kwargs: dict, context: PromptContext) -> Optional[tuple[tuple, dict]]:
+        """Language-model pre-hook route: re-lay the embeddings (and DeepStack features)."""
+        if args:
+            raise ValueError(f"{self.adapter.family}: the language model was called with positional "
+                             "arguments; vcast hooks expect keyword arguments as transformers passes them")
+        embeds = kwargs.get("inputs_embeds")
+        if embeds is None:
+            return None
+        attention_mask = kwargs.get("attention_mask")
+        length = embeds.shape[1]
+        survives = self._select(context, TokenSource.from_embeddings(embeds), attention_mask, embeds.shape[:2])
+        if survives is None:
+            return None
         layout = plan_layout(survives, attention_mask)
         kwargs = dict(kwargs)
         kwargs["inputs_embeds"] = layout.gather(embeds, dim=1)
-        new_mask = layout.valid.to(attention_mask.dtype if attention_mask is not None else torch.long)
-        kwargs["attention_mask"] = new_mask if layout.needs_mask else None
+        kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
         kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
         self.adapter.prefill_extras(kwargs, layout, survives)
-        self._active = ActivePruning(layout=layout, full_length=length,
-                                     attention_mask=new_mask if layout.needs_mask else None)
-        record.pruned = True
-        logger.debug("%s: pruned prompt %d -> %d tokens (batch %d)", self.adapter.family, length, layout.width, batch)
+        self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
+        logger.debug("%s: pruned the embedded prompt %d -> %d tokens", self.adapter.family, length, layout.width)
         return args, kwargs
+
+    def _prune_encoded(self, kwargs: dict, context: PromptContext) -> Optional[dict]:
+        """Embedder pre-hook route (encoder outputs given): prune ids and encoder outputs before
+        anything is embedded, so the model never builds the full-length prompt."""
+        input_ids = kwargs["input_ids"]
+        encoded = kwargs["mm_encoder_outputs"]
+        masks = {kind: self.adapter.placeholder_mask(context, kind) for kind, out in encoded.items() if out is not None}
+        flat = {kind: flat_tokens(encoded[kind].pooler_output) for kind in masks if masks[kind] is not None}
+        source = TokenSource.from_encoder(flat, {kind: masks[kind] for kind in flat})
+        attention_mask = kwargs.get("attention_mask")
+        survives = self._select(context, source, attention_mask, tuple(input_ids.shape))
+        if survives is None:
+            return None
+        length = input_ids.shape[1]
+        layout = plan_layout(survives, attention_mask)
+        valid = layout.valid.to(input_ids.device)
+        kwargs = dict(kwargs)
+        kwargs["input_ids"] = layout.gather(input_ids, dim=1).masked_fill(~valid, self._filler_token())
+        if kwargs.get("mm_token_type_ids") is not None:
+            kwargs["mm_token_type_ids"] = layout.gather(kwargs["mm_token_type_ids"], dim=1).masked_fill(~valid, 0)
+        kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
+        kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
+        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, context, survives)
+        self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
+        logger.debug("%s: pruned the prompt before embedding %d -> %d tokens", self.adapter.family, length,
+                     layout.width)
+        return kwargs
+
+    def _filler_token(self) -> int:
+        """A text token for pad slots (masked out; it only must not be a visual placeholder)."""
+        for config in (getattr(self.model, "generation_config", None), self.model.config,
+                       getattr(self.model.config, "text_config", None)):
+            pad = getattr(config, "pad_token_id", None)
+            if isinstance(pad, int):
+                return pad
+        return 0
 
     # Decode: keep the mask and positions aligned with the pruned cache ---------------------------
     def _realign_decode(self, kwargs: dict, active: ActivePruning) -> dict:

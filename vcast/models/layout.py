@@ -72,9 +72,10 @@ def plan_layout(keep: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> S
     keep = keep & real
     counts = keep.sum(1)
     dropped = real.sum(1) - counts
-    # Right padding only when the input was right-padded (a pad in the last column).
     longest = counts.max()
-    width, right, ragged = torch.stack([longest, (~real[:, -1]).any().long(), (counts != longest).any().long()]).tolist()
+    # Right-padded when some row with real tokens ends in a pad (an all-pad row says nothing).
+    right_padded = (~real[:, -1] & real.any(1)).any()
+    width, right, ragged = torch.stack([longest, right_padded.long(), (counts != longest).any().long()]).tolist()
     pad_left = not right
 
     slots = torch.arange(width, device=keep.device)

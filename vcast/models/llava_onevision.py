@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, token_runs
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, TokenSource, token_runs
 from vcast.models.layout import SequenceLayout, compact_positions
 
 
@@ -48,21 +48,28 @@ class LlavaOnevisionAdapter(Adapter):
         pixels = kwargs.get("pixel_values_videos")
         return PromptContext(input_ids=input_ids, video_frames=int(pixels.shape[1]) if pixels is not None else None)
 
-    def segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+    def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
+        return None if context.input_ids is None else context.input_ids == self._token_id(kind)
+
+    def wrap_pooled(self, kind: str, tokens: torch.Tensor) -> Any:
+        # Video features are one [videos, tokens, D] tensor that the forward flattens.
+        return tokens[None] if kind == "video" else (tokens,)
+
+    def segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
         if context.input_ids is None:
             if context.video_frames is not None:
                 raise ValueError(f"{self.family}: videos were given with inputs_embeds instead of input_ids, "
                                  "so their tokens cannot be located; pass input_ids")
             return []
-        found = self._video_segments(context, inputs_embeds.device)
+        found = self._video_segments(context, source.device)
         if self.compress_images:
-            found += self._image_segments(context, inputs_embeds)
+            found += self._image_segments(context, source)
         return found
 
     def _video_segments(self, context: PromptContext, device: torch.device) -> list[Segment]:
         per_frame = self.tokens_per_frame
         found = []
-        for row, start, length in token_runs(context.input_ids == self._token_id("video")):
+        for row, start, length in token_runs(self.placeholder_mask(context, "video")):
             frames, rest = divmod(length - 1, per_frame)
             if rest or frames < 1 or (context.video_frames is not None and frames != context.video_frames):
                 expected = f"{context.video_frames} frames x " if context.video_frames is not None else "F x "
@@ -74,13 +81,13 @@ class LlavaOnevisionAdapter(Adapter):
             found.append(Segment(sample=row, kind="video", columns=columns, frames=frames, tokens_per_frame=per_frame))
         return found
 
-    def _image_segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
-        newline = self.model.model.image_newline.to(inputs_embeds.device, inputs_embeds.dtype)
+    def _image_segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
         found = []
         for row, start, length in token_runs(context.input_ids == self._token_id("image")):
-            tokens = inputs_embeds[row, start : start + length]
+            tokens = source.tokens("image", row, torch.arange(start, start + length, device=source.device))
+            newline = self.model.model.image_newline.to(tokens.device, tokens.dtype)
             # anyres images interleave newline tokens with the grid rows; those always stay.
-            columns = start + (tokens != newline).any(-1).nonzero().squeeze(1)
+            columns = start + (tokens != newline).any(-1).nonzero().squeeze(1).to(source.device)
             if columns.numel():
                 found.append(Segment(sample=row, kind="image", columns=columns, frames=1,
                                      tokens_per_frame=int(columns.numel())))

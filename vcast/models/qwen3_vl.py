@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, token_runs
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, TokenSource, token_runs
 from vcast.models.layout import SequenceLayout, compact_positions
 
 _VIDEO, _IMAGE = 2, 1  # mm_token_type_ids codes
@@ -51,7 +51,11 @@ class Qwen3VLAdapter(Adapter):
             return [t * h * w // merge**2 for t, h, w in grid.tolist()]
         return None
 
-    def _token_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
+    def can_prune_encoded(self, kwargs: dict[str, Any]) -> bool:
+        # Without position ids the model would derive MRoPE from the pruned prompt: prune later.
+        return super().can_prune_encoded(kwargs) and kwargs.get("position_ids") is not None
+
+    def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
         config = self.model.config
         if context.input_ids is not None:
             token = config.video_token_id if kind == "video" else config.image_token_id
@@ -60,21 +64,21 @@ class Qwen3VLAdapter(Adapter):
             return context.mm_token_type_ids == (_VIDEO if kind == "video" else _IMAGE)
         return None
 
-    def segments(self, context: PromptContext, inputs_embeds: torch.Tensor) -> list[Segment]:
+    def segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
         """Each run of video tokens is one temporal patch; consecutive runs make up a video.
 
         Images (when compressed) are one run each, a one-frame segment.
         """
-        found = self._video_segments(context, inputs_embeds.device)
+        found = self._video_segments(context, source.device)
         if self.compress_images:
-            mask = self._token_mask(context, "image")
+            mask = self.placeholder_mask(context, "image")
             for row, start, length in token_runs(mask) if mask is not None else []:
-                columns = torch.arange(start, start + length, device=inputs_embeds.device)
+                columns = torch.arange(start, start + length, device=source.device)
                 found.append(Segment(sample=row, kind="image", columns=columns, frames=1, tokens_per_frame=length))
         return found
 
     def _video_segments(self, context: PromptContext, device: torch.device) -> list[Segment]:
-        mask = self._token_mask(context, "video")
+        mask = self.placeholder_mask(context, "video")
         if mask is None:
             if context.video_token_counts:
                 raise ValueError(f"{self.family}: videos were given but neither input_ids nor mm_token_type_ids, "

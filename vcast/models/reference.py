@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
+from vcast.models.adapter import flat_tokens
 from vcast.models.stats import CallStats
 
 
@@ -45,14 +46,15 @@ def encode(model: nn.Module, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return encoded
 
 
-def _restrict(output: Any, keep: torch.Tensor, per_item: bool) -> Any:
-    """``output`` with its pooled tokens (and DeepStack features) restricted to ``keep`` [N] bool."""
+def _restrict(output: Any, keep: torch.Tensor, as_batch: bool) -> Any:
+    """``output`` with its pooled tokens (and DeepStack features) restricted to ``keep`` [N] bool.
+
+    The result holds one ``[K, D]`` item, or with ``as_batch`` a ``[1, K, D]`` batch (LLaVA video).
+    """
     def cut(tokens: Any) -> Any:
-        if isinstance(tokens, (tuple, list)):
-            flat = torch.cat(list(tokens), 0)
-            return (flat[keep.to(flat.device)],)
-        flat = tokens.reshape(-1, tokens.shape[-1])
-        return flat[keep.to(flat.device)][None] if not per_item else (flat[keep.to(flat.device)],)
+        flat = flat_tokens(tokens)
+        kept = flat[keep.to(flat.device)]
+        return kept[None] if as_batch else (kept,)
 
     fields = dict(output)
     fields["pooler_output"] = cut(output.pooler_output)
@@ -84,7 +86,8 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
     mm_outputs = {}
     for kind, token in (("video", video_id), ("image", image_id)):
         if kind in encoded:
-            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], per_item=is_qwen or kind == "image")
+            as_batch = not is_qwen and kind == "video"  # LLaVA video features are [videos, N, D]
+            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], as_batch)
     kwargs["mm_encoder_outputs"] = mm_outputs
 
     if is_qwen:

@@ -116,8 +116,14 @@ def _bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs)}
 
 
-def _build_tokenizer(specials: tuple[str, ...], chat_template: str, eos: str, pad: str) -> Any:
-    """A byte-level BPE (no merges: token id == byte value) plus ``specials`` from id 256 on."""
+def _build_tokenizer(specials: tuple[str, ...], chat_template: str, eos: str, pad: str,
+                     words: tuple[str, ...] = ()) -> Any:
+    """A byte-level BPE plus ``specials`` from id 256 on.
+
+    Token id == byte value for single bytes; each of ``words`` (ASCII, as the ByteLevel
+    pre-tokenizer sees it, e.g. " seconds") becomes one token through a chain of merges, with
+    ids after the specials, so frequent template text is as short as in the real tokenizer.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -125,7 +131,15 @@ def _build_tokenizer(specials: tuple[str, ...], chat_template: str, eos: str, pa
     vocab = {byte_map[b]: b for b in range(256)}
     for i, tok in enumerate(specials):
         vocab[tok] = 256 + i
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], ignore_merges=True))
+    merges: list[tuple[str, str]] = []
+    for word in words:
+        symbols = [byte_map[b] for b in word.encode()]
+        prefix = symbols[0]
+        for symbol in symbols[1:]:
+            merges.append((prefix, symbol))
+            prefix += symbol
+            vocab.setdefault(prefix, len(vocab))
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=not merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     # Registered as special tokens so they are never split; their ids are already in the vocab.
@@ -248,7 +262,10 @@ def _build_qwen3_vl(arch: str, size: str) -> tuple[Any, Any]:
     )
 
     spec = checkpoint_spec(arch, size)
-    tokenizer = _build_tokenizer(_QWEN3_VL_SPECIALS, _QWEN3_VL_CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>")
+    # " seconds" is one token, as in the real tokenizer: each temporal patch's "<t seconds>"
+    # prefix then costs about as many tokens as it does with real checkpoints.
+    tokenizer = _build_tokenizer(_QWEN3_VL_SPECIALS, _QWEN3_VL_CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>",
+                                 words=(" seconds",))
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _QWEN3_VL_SPECIALS}
 
     text = dict(spec["text"])
