@@ -82,6 +82,8 @@ def test_loads_through_auto_classes(arch: str, tiny_dirs: dict[str, Path]) -> No
         tc = model.config.text_config
         assert sum(tc.rope_parameters["mrope_section"]) == tc.head_dim // 2
         assert processor.video_token_id == model.config.video_token_id
+        # timestamps cost what they cost with the real tokenizer: < 0 . 5 " seconds" >
+        assert len(processor.tokenizer("<0.5 seconds>")["input_ids"]) == 6
     else:
         assert model.config.vision_config.model_type == "siglip_vision_model"
         assert model.config.vision_feature_select_strategy == "full"
