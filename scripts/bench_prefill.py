@@ -37,7 +37,7 @@ import torch
 
 import vcast
 from vcast.models.meters import PeakMemory
-from vcast.models.reference import encode, pruned_inputs, survivors
+from vcast.models.reference import encode, mrope_positions, pruned_inputs, survivors, with_text_row
 from vcast.testing import ARCHS, build_tiny_checkpoint
 
 logger = logging.getLogger("bench_prefill")
@@ -73,11 +73,7 @@ def full_inputs(model: Any, inputs: Any, encoded: dict[str, Any]) -> dict[str, A
                               "mm_encoder_outputs": dict(encoded)}
     if "mm_token_type_ids" in inputs:
         kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"]
-        spatial, _ = model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
-                                                video_grid_thw=inputs["video_grid_thw"],
-                                                attention_mask=inputs["attention_mask"])
-        text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1)
-        kwargs["position_ids"] = torch.cat([text, spatial], 0)
+        kwargs["position_ids"] = with_text_row(mrope_positions(model, inputs))
     return kwargs
 
 

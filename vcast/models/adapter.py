@@ -162,19 +162,21 @@ class Adapter:
         """Pruned ``[K, D]`` tokens in the shape the model's forward expects for ``kind``."""
         return (tokens,)
 
-    def prune_encoded(self, encoded: dict[str, Any], context: PromptContext, survives: torch.Tensor) -> dict[str, Any]:
-        """New ``mm_encoder_outputs`` holding only the surviving tokens (the input is not modified)."""
+    def prune_encoded(self, encoded: dict[str, Any], masks: dict[str, torch.Tensor], flat: dict[str, torch.Tensor],
+                      survives: torch.Tensor) -> dict[str, Any]:
+        """New ``mm_encoder_outputs`` holding only the surviving tokens (the input is not modified).
+
+        ``masks[kind]`` [B, L] are the placeholders and ``flat[kind]`` [N, D] the pooled encoder
+        tokens of each kind present (as the caller already computed them for the selection).
+        """
         pruned = dict(encoded)
-        for kind, output in encoded.items():
-            mask = self.placeholder_mask(context, kind) if output is not None else None
-            if mask is None:
-                continue
+        for kind, mask in masks.items():
             kept = survives.to(mask.device)[mask].nonzero().squeeze(1)
-            if kept.numel() == int(mask.sum()):
+            if kept.numel() == flat[kind].shape[0]:
                 continue  # nothing of this kind was dropped
+            output = encoded[kind]
             fields = dict(output)
-            pooled = flat_tokens(output.pooler_output)
-            fields["pooler_output"] = self.wrap_pooled(kind, pooled.index_select(0, kept.to(pooled.device)))
+            fields["pooler_output"] = self.wrap_pooled(kind, flat[kind].index_select(0, kept.to(flat[kind].device)))
             deepstack = getattr(output, "deepstack_features", None)
             if deepstack is not None:
                 layers = [flat_tokens(layer) for layer in deepstack]

@@ -297,9 +297,10 @@ class PruningHandle:
         anything is embedded, so the model never builds the full-length prompt."""
         input_ids = kwargs["input_ids"]
         encoded = kwargs["mm_encoder_outputs"]
-        masks = {kind: self.adapter.placeholder_mask(context, kind) for kind, out in encoded.items() if out is not None}
-        flat = {kind: flat_tokens(encoded[kind].pooler_output) for kind in masks if masks[kind] is not None}
-        source = TokenSource.from_encoder(flat, {kind: masks[kind] for kind in flat})
+        masks = {kind: mask for kind, output in encoded.items()
+                 if output is not None and (mask := self.adapter.placeholder_mask(context, kind)) is not None}
+        flat = {kind: flat_tokens(encoded[kind].pooler_output) for kind in masks}
+        source = TokenSource.from_encoder(flat, masks)
         attention_mask = kwargs.get("attention_mask")
         survives = self._select(context, source, attention_mask, tuple(input_ids.shape))
         if survives is None:
@@ -313,7 +314,7 @@ class PruningHandle:
             kwargs["mm_token_type_ids"] = layout.gather(kwargs["mm_token_type_ids"], dim=1).masked_fill(~valid, 0)
         kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
         kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
-        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, context, survives)
+        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, masks, flat, survives)
         self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
         logger.debug("%s: pruned the prompt before embedding %d -> %d tokens", self.adapter.family, length,
                      layout.width)

@@ -39,9 +39,8 @@ class LlavaOnevisionAdapter(Adapter):
 
     def _token_id(self, kind: str) -> int:
         config = self.model.config
-        name = "video_token_index" if kind == "video" else "image_token_index"
-        fallback = "video_token_id" if kind == "video" else "image_token_id"
-        return getattr(config, name, None) if getattr(config, name, None) is not None else getattr(config, fallback)
+        token = getattr(config, f"{kind}_token_index", None)  # older configs: *_token_id
+        return token if token is not None else getattr(config, f"{kind}_token_id")
 
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         input_ids = kwargs.get("input_ids", args[0] if args else None)

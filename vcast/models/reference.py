@@ -63,6 +63,21 @@ def _restrict(output: Any, keep: torch.Tensor, as_batch: bool) -> Any:
     return type(output)(**fields)
 
 
+def mrope_positions(model: nn.Module, inputs: Mapping[str, Any]) -> torch.Tensor:
+    """Qwen3-VL's (t, h, w) position ids ``[3, B, L]`` of the full prompt, from the model itself."""
+    spatial, _ = model.model.get_rope_index(
+        inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"], image_grid_thw=inputs.get("image_grid_thw"),
+        video_grid_thw=inputs.get("video_grid_thw"), attention_mask=inputs.get("attention_mask"),
+    )
+    return spatial
+
+
+def with_text_row(spatial: torch.Tensor) -> torch.Tensor:
+    """``[3, 1, L]`` (t, h, w) -> the 4-row ids ``generate`` passes: text row 0..L-1 on top."""
+    text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1).expand(1, spatial.shape[1], -1)
+    return torch.cat([text, spatial], 0)
+
+
 def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[str, Any], keep: torch.Tensor,
                   positions: str = "original") -> dict[str, Any]:
     """Keyword arguments for ``model(...)`` / ``model.generate(...)`` that feed the pruned prompt.
@@ -92,13 +107,7 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
 
     if is_qwen:
         kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"][:, row]
-        spatial, _ = model.model.get_rope_index(
-            input_ids, mm_token_type_ids=inputs["mm_token_type_ids"], image_grid_thw=inputs.get("image_grid_thw"),
-            video_grid_thw=inputs.get("video_grid_thw"), attention_mask=inputs.get("attention_mask"),
-        )
-        spatial = spatial[..., row]
-        text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1)
-        kwargs["position_ids"] = torch.cat([text, spatial], 0)
+        kwargs["position_ids"] = with_text_row(mrope_positions(model, inputs)[..., row])
     elif positions == "original":
         kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device)[row][None]
     return kwargs
