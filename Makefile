@@ -1,30 +1,62 @@
 # make test   -- install into .venv if needed, then run the test suite
-# make demo   -- install into .venv if needed, then run the main job
+# make demo   -- install into .venv if needed, then run the synthetic benchmark on a tiny Qwen3-VL
+#                (vanilla and V-CAST at r = 0.25) through lmms-eval and print the results table
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast demo bench-select bench-prefill clean
+SLURM_STAMP := $(VENV)/.slurm-checked
+CHECKPOINTS := checkpoints
+EXP ?= demo
+
+.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-prefill clean
 
 setup: $(STAMP)
+
+# SLURM + munge from Debian for the SLURM sweep test (best effort: never fails; the test skips
+# with the reason when SLURM cannot be installed or started).
+system-deps: $(SLURM_STAMP)
+
+$(SLURM_STAMP): scripts/install_slurm.sh | $(STAMP)
+	bash scripts/install_slurm.sh
+	touch $(SLURM_STAMP)
 
 # Re-installs only when the dependency lists change; safe to run again.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[eval,test]"
 	$(BIN)/python -c "import torch, torchvision, transformers, vcast; print('vcast', vcast.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| transformers', transformers.__version__)"
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) $(SLURM_STAMP)
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
-demo: $(STAMP)
+# The synthetic benchmark's clips and questions (idempotent; vcast/eval/tasks/vcast_synth/data).
+synth-data: $(STAMP)
+	$(BIN)/python scripts/make_synthetic_benchmark.py
+
+# Tiny random-weight checkpoints of the real classes, for the demo and local smoke sweeps.
+tiny-checkpoints: $(CHECKPOINTS)/tiny_qwen3_vl/config.json $(CHECKPOINTS)/tiny_llava_onevision/config.json
+
+$(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
+	$(BIN)/python scripts/make_tiny_checkpoint.py --arch $* --size tiny --out $(CHECKPOINTS)/tiny_$* --overwrite
+
+demo: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
+	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
+	$(BIN)/python -m vcast.sweep.status results/demo
+
+# V-CAST alone on a generated feature tensor: per-frame budgets and kept counts.
+demo-select: $(STAMP)
 	$(BIN)/python -m vcast.demo
+
+# make sweep EXP=qwen3vl_8b ARGS="hydra/launcher=slurm_h100"
+sweep: $(STAMP)
+	$(BIN)/python -m vcast.sweep experiment=$(EXP) $(ARGS) -m
 
 bench-select: $(STAMP)
 	$(BIN)/python scripts/bench_select.py
@@ -33,4 +65,4 @@ bench-prefill: $(STAMP)
 	$(BIN)/python scripts/bench_prefill.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis $(CHECKPOINTS)

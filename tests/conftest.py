@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,3 +51,33 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     root = tmp_path_factory.mktemp("tiny")
     return {arch: build_tiny_checkpoint(arch, "tiny", root / arch, seed=0) for arch in ARCHS}
+
+
+@pytest.fixture(scope="session")
+def synth_data() -> Path:
+    """The synthetic benchmark in its default folder (where the vcast_synth task reads it);
+    generated once, then reused (write_benchmark is idempotent)."""
+    from vcast.eval.synthetic_benchmark import DEFAULT_DATA_DIR, write_benchmark
+
+    write_benchmark(DEFAULT_DATA_DIR)
+    return DEFAULT_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real single-node SLURM cluster (slurmctld + slurmd + munged on loopback) for the session;
+    skips with the precise reason where SLURM is not installed or cannot start."""
+    from vcast.testing.slurm_cluster import LocalSlurmCluster, SlurmClusterError, slurm_unavailable_reason
+
+    reason = slurm_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = LocalSlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+    except SlurmClusterError as error:
+        pytest.skip(f"local SLURM cluster failed to start: {error}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -228,14 +228,14 @@ def test_failed_overwrite_restores_the_old_checkpoint(tmp_path: Path, monkeypatc
     out = tmp_path / "ckpt"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    real_rename = Path.rename
+    real_replace = os.replace
 
-    def rename(self: Path, target):
-        if self.name.startswith(".ckpt.tmp-"):  # the final move of the new build into place
+    def replace(source, target):
+        if Path(source).name.startswith(".ckpt.tmp-"):  # the final move of the new build into place
             raise OSError("rename failed")
-        return real_rename(self, target)
+        return real_replace(source, target)
 
-    monkeypatch.setattr(Path, "rename", rename)
+    monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(OSError, match="rename failed"):
         build_tiny_checkpoint("qwen3_vl", "tiny", out, overwrite=True)
     assert (out / "mine.txt").read_text() == "keep me"

@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from vcast.atomic_files import swap_in_dir
+
 logger = logging.getLogger(__name__)
 
 ARCHS: tuple[str, ...] = ("qwen3_vl", "qwen3_vl_moe", "llava_onevision")
@@ -417,24 +419,15 @@ def build_tiny_checkpoint(
     out.parent.mkdir(parents=True, exist_ok=True)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    old: Path | None = None
     try:
         model, processor = _build(arch, size, seed)
         n_params = sum(p.numel() for p in model.parameters())
         logger.info("built %s/%s (seed %d): %.2f M parameters", arch, size, seed, n_params / 1e6)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            old.rmdir()
-            out.rename(old)
-        tmp.rename(out)
+        swap_in_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not out.exists():
-            old.rename(out)  # the replaced checkpoint comes back rather than staying hidden
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
     logger.info("wrote %s", out)
     return out

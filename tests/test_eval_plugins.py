@@ -1,0 +1,125 @@
+"""The lmms-eval plugins on tiny random-weight checkpoints of the real classes, real lmms-eval, and
+the synthetic benchmark's real mp4 clips."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("lmms_eval")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN_ARGS = {"max_num_frames": 16, "max_pixels": 16384, "min_pixels": 4096}
+
+
+@pytest.fixture(scope="module")
+def clip(synth_data: Path) -> str:
+    """A 20..64-frame clip of the benchmark (the first item)."""
+    first = json.loads((synth_data / "vcast_synth.jsonl").read_text().splitlines()[0])
+    return str(synth_data / first["video"])
+
+
+def _plugin(arch: str, tiny_dirs: dict, **kwargs):
+    from vcast.eval.llava_ov import VCastLlavaOV
+    from vcast.eval.qwen3_vl import VCastQwen3VL
+
+    if arch == "llava_onevision":
+        return VCastLlavaOV(pretrained=str(tiny_dirs[arch]), **{"max_num_frames": 8, **kwargs})
+    return VCastQwen3VL(pretrained=str(tiny_dirs[arch]), **{**QWEN_ARGS, **kwargs})
+
+
+def test_entry_point_registers_both_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    from lmms_eval.models import get_model
+
+    from vcast.eval.llava_ov import VCastLlavaOV
+    from vcast.eval.qwen3_vl import VCastQwen3VL
+
+    assert [ep.value for ep in entry_points(group="lmms_eval.models") if ep.name == "vcast"] == [
+        "vcast.eval.manifests:manifests"]
+    assert get_model("vcast_qwen3_vl") is VCastQwen3VL
+    assert get_model("vcast_llava_ov") is VCastLlavaOV
+
+
+def test_qwen_inputs_equal_lmms_eval_stock_wrapper(tiny_dirs: dict, clip: str) -> None:
+    """Same prompt, same frames, same pixels as lmms-eval's own ``qwen3_vl`` simple wrapper."""
+    from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
+
+    stock = Qwen3_VL(pretrained=str(tiny_dirs["qwen3_vl"]), device="cpu", device_map="cpu", **QWEN_ARGS)
+    ours = _plugin("qwen3_vl", tiny_dirs)
+    context = "Which colour was the object?\nA. red\nB. blue\nC. green\nD. yellow"
+    stock.task_dict = {"t": {"test": {0: {}}}}
+    expected, *_ = stock._preprocess_chunk([(context, {}, lambda doc: [clip], 0, "t", "test")])
+    actual = ours._prepare([context], [[clip]])
+    assert sorted(expected.keys()) == sorted(actual.keys())
+    for key in expected:
+        assert torch.equal(expected[key], actual[key]), key
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "qwen3_vl_moe", "llava_onevision"])
+def test_vanilla_is_the_untouched_model_and_vcast_prunes(arch: str, tiny_dirs: dict, clip: str) -> None:
+    context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
+    vanilla = _plugin(arch, tiny_dirs, method="vanilla")
+    inputs = vanilla._prepare([context], [[clip]])
+    answer = vanilla._generate(inputs, {"max_new_tokens": 6}, "t", [0])
+    record = vanilla.efficiency.records[-1]
+    assert record.video_tokens_kept == record.video_tokens_total > 0
+    assert record.prompt_tokens_after == record.prompt_tokens_before == [inputs["input_ids"].shape[1]]
+    vanilla.handle.detach()
+    with torch.inference_mode():
+        plain = vanilla.model.generate(**inputs, **vanilla._generate_kwargs({"max_new_tokens": 6}))
+    assert vanilla.processor.batch_decode(plain[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True,
+                                          clean_up_tokenization_spaces=False) == answer
+
+    pruned = _plugin(arch, tiny_dirs, method="vcast", ratio=0.25)
+    pruned._generate(pruned._prepare([context], [[clip]]), {"max_new_tokens": 6}, "t", [0])
+    record = pruned.efficiency.records[-1]
+    assert record.video_tokens_kept == int(0.25 * record.video_tokens_total)
+    dropped = record.video_tokens_total - record.video_tokens_kept
+    assert record.prompt_tokens_after == [record.prompt_tokens_before[0] - dropped]
+    assert record.prefill_s > 0 and record.decode_steps == 5
+
+
+@pytest.mark.parametrize("args, bad", [
+    ("method=nope", "nope"),
+    ("method=vcast,tau=-1", "tau"),
+    ("method=vcast,frobnicate=1", "frobnicate"),
+    ("method=vanilla,ratio=0.5", "0.5"),
+    ("method=vcast,attn_implementation=magic", "magic"),
+    ("method=vcast,max_pixels=0", "max_pixels"),
+])
+def test_bad_model_args_name_the_bad_value(tiny_dirs: dict, args: str, bad: str) -> None:
+    from lmms_eval.models import get_model
+
+    with pytest.raises(ValueError, match=bad):
+        get_model("vcast_qwen3_vl").create_from_arg_string(f"pretrained={tiny_dirs['qwen3_vl']},{args}")
+
+
+@pytest.mark.slow
+def test_stock_lmms_eval_cli_runs_the_plugin(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """``lmms-eval --model vcast_llava_ov`` (lmms-eval's own CLI, our entry point, our task)."""
+    command = [sys.executable, "-m", "lmms_eval", "--model", "vcast_llava_ov", "--model_args",
+               f"pretrained={tiny_dirs['llava_onevision']},method=vcast,ratio=0.25,max_num_frames=8,"
+               f"efficiency_dir={tmp_path / 'eff'}",
+               "--tasks", "vcast_synth", "--include_path", str(ROOT / "vcast" / "eval" / "tasks"),
+               "--output_path", str(tmp_path / "out"), "--log_samples", "--limit", "4", "--batch_size", "2"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads(next((tmp_path / "out").rglob("*_results.json")).read_text())
+    assert set(results["results"]["vcast_synth"]) >= {"vcast_synth_acc,none"}
+    assert results["n-samples"]["vcast_synth"]["effective"] == 4
+    samples = next((tmp_path / "out").rglob("*_samples_vcast_synth.jsonl")).read_text().splitlines()
+    assert sorted(json.loads(line)["doc_id"] for line in samples) == [0, 1, 2, 3]
+    records = [json.loads(line) for line in (tmp_path / "eff" / "rank0.jsonl").read_text().splitlines()]
+    assert sum(r["items"] for r in records) == 4 and all(r["items"] == 2 for r in records)
+    assert results["throughput"]["avg_kept_video_tokens"] == pytest.approx(
+        sum(r["video_tokens_kept"] for r in records) / 4)

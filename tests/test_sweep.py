@@ -1,0 +1,247 @@
+"""Sweeps: Hydra configs, cells run through real lmms-eval subprocesses, resumability after a kill,
+failures recorded, data parallelism, wandb offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("hydra")
+pytest.importorskip("lmms_eval")
+
+from vcast.sweep.cell import DONE_FILE, CellSpec, is_complete, read_cell  # noqa: E402
+from vcast.sweep.execute import failure_status, format_model_args, run_cell  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+TINY_QWEN_ARGS = {"max_pixels": 16384, "min_pixels": 4096, "attn_implementation": "sdpa"}
+
+
+def tiny_spec(tiny_dirs: dict, method: str = "vcast", ratio: float = 0.25, **overrides) -> CellSpec:
+    fields = dict(
+        experiment="t", model="tiny_qwen3vl", plugin="vcast_qwen3_vl", pretrained=str(tiny_dirs["qwen3_vl"]),
+        prompt_key="qwen3_vl", model_args=dict(TINY_QWEN_ARGS), method=method, method_id=method,
+        method_params={}, ratio=ratio, frames=8, task="vcast_synth", lmms_tasks=["vcast_synth"], limit=3,
+    )
+    fields.update(overrides)
+    return CellSpec(**fields)
+
+
+def sweep(args: list[str], results: Path, tiny_dirs: dict, **popen) -> subprocess.Popen:
+    command = [sys.executable, "-m", "vcast.sweep", f"results_root={results}", "model=tiny_qwen3vl",
+               f"model.pretrained={tiny_dirs['qwen3_vl']}", "frames=8", "limit=3", *args]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, **popen)
+
+
+def finish(process: subprocess.Popen, timeout: float = 900) -> str:
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-4000:]
+    return output
+
+
+def read_offline_run(path: Path) -> tuple[dict, dict]:
+    """(config, summary) of an offline wandb run, read back from its record file."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    store = datastore.DataStore()
+    store.open_for_scan(str(path))
+    config, summary = {}, {}
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        kind = record.WhichOneof("record_type")
+        updates = {"run": lambda: record.run.config.update, "config": lambda: record.config.update,
+                   "summary": lambda: record.summary.update}.get(kind)
+        for item in updates() if updates else []:
+            key = item.key or "/".join(item.nested_key)
+            (summary if kind == "summary" else config)[key] = json.loads(item.value_json)
+    return config, summary
+
+
+# Configs ---------------------------------------------------------------------------------------
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="sweep", overrides=overrides, return_hydra_config=True)
+
+
+PAPER_GRIDS = {  # experiment -> (model, frames, ratios, tasks, methods), from ../shared/paper tables
+    "qwen3vl_8b": ("qwen3vl_8b", "32,64", "0.15,0.25", 4, 7),
+    "llava_ov": ("llava_ov_7b", "32", "0.25", 4, 10),
+    "llava_video": ("llava_video_7b", "64", "0.25", 4, 7),
+    "efficiency": ("qwen3vl_8b", "32", "0.25", 1, 8),
+    "ablation_temporal": ("qwen3vl_8b", "32,64", "0.25", 2, 5),
+}
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml")))
+def test_every_experiment_composes_into_valid_cells(experiment: str) -> None:
+    """Each grid point's method, model and task configs exist and make a valid cell spec."""
+    from vcast.sweep.spec import spec_from_config
+
+    cfg = _compose([f"experiment={experiment}"])
+    params = cfg.hydra.sweeper.params
+    for method in str(params.method).split(","):
+        for task in str(params.task).split(","):
+            point = _compose([f"experiment={experiment}", f"method={method}", f"task={task}",
+                              f"frames={str(params.frames).split(',')[0]}", f"ratio={str(params.ratio).split(',')[0]}"])
+            spec = spec_from_config(point, experiment)
+            assert spec.plugin in ("vcast_qwen3_vl", "vcast_llava_ov") and spec.lmms_tasks
+    if experiment in PAPER_GRIDS:
+        model, frames, ratios, tasks, methods = PAPER_GRIDS[experiment]
+        assert (cfg.model.name, str(params.frames), str(params.ratio)) == (model, frames, ratios)
+        assert (len(str(params.task).split(",")), len(str(params.method).split(","))) == (tasks, methods)
+
+
+def test_real_benchmarks_are_lmms_eval_tasks() -> None:
+    from lmms_eval.tasks import TaskManager
+
+    from vcast.eval.run import TASKS_DIR
+
+    known = set(TaskManager("ERROR", include_path=str(TASKS_DIR)).all_tasks)
+    for path in sorted((CONFIGS / "task").glob("*.yaml")):
+        task = _compose([f"task={path.stem}"]).task
+        assert set(task.tasks) <= known, path.name
+
+
+def test_vanilla_always_names_the_r1_cell() -> None:
+    from vcast.sweep.spec import spec_from_config
+
+    cells = {spec_from_config(_compose(["method=vanilla", f"ratio={r}"]), "x").relative_dir for r in (0.15, 0.25)}
+    assert cells == {Path("x/qwen3vl_8b/32f/vanilla/r1/videomme")}
+    assert spec_from_config(_compose(["method=vcast", "ratio=0.15"]), "x").relative_dir.parts[-2] == "r0.15"
+
+
+@pytest.mark.parametrize("override, bad", [("ratio=1.5", "1.5"), ("frames=0", "0"), ("processes=0", "0")])
+def test_bad_grid_values_are_named(override: str, bad: str) -> None:
+    from vcast.sweep.spec import spec_from_config
+
+    with pytest.raises(ValueError, match=bad):
+        spec_from_config(_compose([override]), "x")
+
+
+def test_model_args_format() -> None:
+    assert format_model_args({"a": 1, "b": [1.0, 0.5], "c": True, "d": None}) == "a=1,b=[1.0,0.5],c=true"
+    with pytest.raises(ValueError, match="x,y"):
+        format_model_args({"bad": "x,y"})
+
+
+def test_oom_is_told_apart_from_other_failures() -> None:
+    assert failure_status("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") == "oom"
+    assert failure_status("ValueError: cannot decode video /x.mp4") == "failed"
+
+
+# Cells -----------------------------------------------------------------------------------------
+
+def test_cell_runs_records_and_is_then_skipped(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    spec = tiny_spec(tiny_dirs)
+    record = run_cell(spec, tmp_path)
+    cell = tmp_path / "t/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth"
+    assert record["status"] == "ok", record.get("log_tail")
+    assert is_complete(cell) and read_cell(cell)["status"] == "ok"
+    assert set(read_cell(cell)["scores"]) == {"vcast_synth"}
+    assert 0 <= record["scores"]["vcast_synth"]["vcast_synth_acc"] <= 100
+    eff = record["efficiency"]
+    assert eff["items"] == 3 and eff["total_latency_s"] > 0 and eff["throughput_items_per_s"] > 0
+    assert eff["prefill_latency_s"] > 0 and eff["generation_latency_s"] > 0 and eff["peak_memory_mb"] > 0
+    assert eff["mean_video_tokens_kept"] == pytest.approx(eff["mean_video_tokens_total"] / 4, rel=0.1)
+    assert (cell / record["results_file"]).is_file() and (cell / "run.log").is_file()
+    assert not list(cell.parent.glob(".vcast_synth.staging-*"))
+    done = (cell / DONE_FILE).stat().st_mtime_ns
+    again = run_cell(spec, tmp_path)
+    assert again["status"] == "skipped" and (cell / DONE_FILE).stat().st_mtime_ns == done
+
+
+def test_failing_cells_record_the_error_and_are_retried(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "tasks" / "vcast_synth_broken"
+    broken.mkdir(parents=True)
+    source = ROOT / "vcast" / "eval" / "tasks" / "vcast_synth"
+    (broken / "vcast_synth_broken.yaml").write_text(
+        (source / "vcast_synth.yaml").read_text().replace("task: vcast_synth", "task: vcast_synth_broken"))
+    (broken / "utils.py").write_text((source / "utils.py").read_text())
+    (broken / "data" / "videos").mkdir(parents=True)
+    lines = (synth_data / "vcast_synth.jsonl").read_text().splitlines()
+    (broken / "data" / "vcast_synth.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    for line in lines[:2]:
+        (broken / "data" / json.loads(line)["video"]).write_bytes(b"\x00 corrupt mp4")
+    spec = tiny_spec(tiny_dirs, task="broken", lmms_tasks=["vcast_synth_broken"],
+                     include_paths=[str(tmp_path / "tasks")])
+    record = run_cell(spec, tmp_path / "results")
+    cell = tmp_path / "results" / spec.relative_dir
+    assert record["status"] == "failed" and read_cell(cell)["status"] == "failed"
+    assert "cannot decode video" in record["log_tail"] and ".mp4" in record["log_tail"]
+    assert not (cell / DONE_FILE).exists() and (cell / "run.log").is_file()
+    assert run_cell(spec, tmp_path / "results")["attempt"] == 2  # not finished, so tried again
+
+    missing = tiny_spec(tiny_dirs, method="fastvid_not_here")
+    from vcast.sweep.spec import preflight
+    assert "fastvid_not_here" in preflight(missing)
+
+
+# Sweeps ----------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_killed_sweep_rerun_completes_only_the_missing_cells(tiny_dirs: dict, synth_data: Path,
+                                                             tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    grid = ["task=vcast_synth", "method=vanilla,vcast", "ratio=0.25,0.5", "-m"]  # 3 cells (vanilla once)
+    first = sweep(grid, results, tiny_dirs, start_new_session=True)
+    cells = results / "adhoc" / "tiny_qwen3vl" / "8f"
+    deadline = time.monotonic() + 600
+    while not list(cells.glob("*/*/vcast_synth/DONE")):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0][-3000:]
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)  # the sweep and its lmms-eval child, mid-way
+    first.wait()
+    done_before = {p.parent: (p.stat().st_mtime_ns, read_cell(p.parent)["started_at"])
+                   for p in cells.glob("*/*/vcast_synth/DONE")}
+    assert len(done_before) == 1
+
+    output = finish(sweep(grid, results, tiny_dirs))
+    finished = sorted(str(p.parent.relative_to(cells)) for p in cells.glob("*/*/vcast_synth/DONE"))
+    assert finished == ["vanilla/r1/vcast_synth", "vcast/r0.25/vcast_synth", "vcast/r0.5/vcast_synth"]
+    for cell, (mtime, started) in done_before.items():
+        assert (cell / DONE_FILE).stat().st_mtime_ns == mtime and read_cell(cell)["started_at"] == started
+        assert f"{cell.relative_to(results)}: already finished, skipped" in output
+    assert output.count(": running (attempt") == 2
+    assert not list(cells.rglob(".*.staging-*")) and not list(cells.rglob(".*.old-*"))
+
+
+@pytest.mark.slow
+def test_data_parallel_cell_equals_single_process_and_logs_to_wandb(tiny_dirs: dict, synth_data: Path,
+                                                                   tmp_path: Path) -> None:
+    pytest.importorskip("wandb")
+    runs = {}
+    for processes in (1, 2):
+        results = tmp_path / f"p{processes}"
+        finish(sweep(["task=vcast_synth", "method=vcast", "ratio=0.25", f"processes={processes}", "limit=5",
+                      "logger=wandb", "wandb.mode=offline"], results, tiny_dirs))
+        cell = results / "adhoc/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth"
+        record = read_cell(cell)
+        assert record["status"] == "ok" and record["world_size"] == processes
+        samples = [json.loads(line) for line in (cell / record["samples_files"][0]).read_text().splitlines()]
+        runs[processes] = (record, {s["doc_id"]: s["filtered_resps"] for s in samples})
+        assert len(list((cell / "efficiency").glob("rank*.jsonl"))) == processes
+        run_files = list((results / "adhoc" / "wandb").rglob("offline-run-*/run-*.wandb"))
+        assert len(run_files) == 1
+        config, summary = read_offline_run(run_files[0])
+        assert config["method"] == "vcast" and config["ratio"] == 0.25 and config["processes"] == processes
+        assert summary["status"] == "ok"
+        assert summary["score/vcast_synth/vcast_synth_acc"] == record["scores"]["vcast_synth"]["vcast_synth_acc"]
+        assert summary["efficiency/mean_video_tokens_kept"] == record["efficiency"]["mean_video_tokens_kept"]
+    (single, answers_1), (parallel, answers_2) = runs[1], runs[2]
+    assert answers_1 == answers_2 and len(answers_1) == 5
+    assert single["scores"] == parallel["scores"]
+    for key in ("items", "mean_video_tokens_kept", "mean_video_tokens_total", "output_tokens"):
+        assert single["efficiency"][key] == parallel["efficiency"][key], key

@@ -1,0 +1,108 @@
+"""Per-call efficiency records of the plugins, and their per-cell summary (the columns of the
+paper's efficiency table).
+
+Each rank appends one JSON line per ``generate`` call to ``<dir>/rank<r>.jsonl``. Times are
+seconds: ``vision_s`` / ``prefill_s`` / ``decode_s`` come from the pruning handle's meters (CUDA
+events on GPU), ``generate_s`` is the wall time of the whole ``generate`` call (synchronised).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One ``generate`` call on ``items`` requests (a batch)."""
+
+    task: str
+    doc_ids: list[int]
+    items: int
+    vision_s: float
+    selection_s: float
+    prefill_s: float
+    decode_s: float
+    generate_s: float
+    decode_steps: int
+    output_tokens: int
+    peak_memory_mb: Optional[float]
+    memory_source: str
+    timer: str
+    video_tokens_total: int
+    video_tokens_kept: int
+    prompt_tokens_before: list[int] = field(default_factory=list)
+    prompt_tokens_after: list[int] = field(default_factory=list)
+
+
+class EfficiencyLog:
+    """Appends :class:`CallRecord` lines for one rank; ``directory=None`` keeps them in memory only."""
+
+    def __init__(self, directory: Optional[str | Path], rank: int) -> None:
+        self.records: list[CallRecord] = []
+        self.path: Optional[Path] = None
+        if directory is not None:
+            self.path = Path(directory) / f"rank{rank}.jsonl"
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, record: CallRecord) -> None:
+        self.records.append(record)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(record)) + "\n")
+
+
+def read_records(directory: str | Path) -> list[dict[str, Any]]:
+    """Every rank's records from ``directory`` (empty if there are none)."""
+    records: list[dict[str, Any]] = []
+    for path in sorted(Path(directory).glob("rank*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            records.extend(json.loads(line) for line in handle if line.strip())
+    return records
+
+
+def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dict[str, Any]:
+    """Cell-level figures, as in the paper's efficiency table.
+
+    ``prefill_latency_s`` and ``generation_latency_s`` are sums over every call (over all ranks
+    in a data-parallel cell: device time, not wall time); ``total_latency_s`` is the wall time
+    of the whole evaluation (``wall_s``), ``throughput_items_per_s`` = items / that;
+    ``peak_memory_mb`` the maximum over calls and ranks; token counts are means per item.
+
+    In a data-parallel run lmms-eval pads the ranks to equal request counts by repeating a
+    request; a call whose documents were all seen already is such padding and is left out, so a
+    cell's figures do not depend on its number of processes.
+    """
+    seen: set[tuple[str, int]] = set()
+    unique = []
+    for record in records:
+        docs = {(record["task"], doc_id) for doc_id in record["doc_ids"]}
+        if docs - seen:
+            unique.append(record)
+            seen |= docs
+    records = unique
+    items = len(seen)
+    peaks = [r["peak_memory_mb"] for r in records if r.get("peak_memory_mb") is not None]
+    out: dict[str, Any] = {
+        "items": items,
+        "calls": len(records),
+        "vision_latency_s": sum(r["vision_s"] for r in records),
+        "selection_latency_s": sum(r["selection_s"] for r in records),
+        "prefill_latency_s": sum(r["prefill_s"] for r in records),
+        "generation_latency_s": sum(r["decode_s"] for r in records),
+        "generate_latency_s": sum(r["generate_s"] for r in records),
+        "total_latency_s": wall_s,
+        "throughput_items_per_s": (items / wall_s) if wall_s and items else None,
+        "peak_memory_mb": max(peaks) if peaks else None,
+        "memory_source": records[0]["memory_source"] if records else None,
+        "timer": records[0]["timer"] if records else None,
+        "mean_video_tokens_total": (sum(r["video_tokens_total"] for r in records) / items) if items else None,
+        "mean_video_tokens_kept": (sum(r["video_tokens_kept"] for r in records) / items) if items else None,
+        "output_tokens": sum(r["output_tokens"] for r in records),
+    }
+    return out

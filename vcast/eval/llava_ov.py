@@ -1,0 +1,85 @@
+"""``vcast_llava_ov``: LLaVA-OneVision and LLaVA-Video (Hugging Face format) with a pruning
+method attached.
+
+Prompting and video handling follow lmms-eval 0.7.3's ``models/simple/llava_hf.py`` (the
+wrapper that loads these checkpoints with transformers 5; ``llava_onevision`` / ``llava_vid``
+need the GitHub-only LLaVA-NeXT package): ``<video>\\n`` (or ``<image>`` tokens) before the
+context, the tokenizer's chat template with one user turn, ``max_num_frames`` frames at
+``np.linspace(0, N-1, n, dtype=int)`` read with decord, the processor's own resize. Differences,
+on purpose: any batch size (left padding; the adapter re-pads after pruning), and errors are
+raised instead of answered with an empty string.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import torch
+from PIL import Image
+
+from vcast.eval.plugin import VCastLMM
+from vcast.eval.video import is_video_path, read_llava_video
+
+logger = logging.getLogger(__name__)
+
+IMAGE_TOKEN = "<image>"
+VIDEO_TOKEN = "<video>"
+
+
+class VCastLlavaOV(VCastLMM):
+    """model_args are :class:`VCastLMM`'s; ``chat_template`` overrides the tokenizer's."""
+
+    def __init__(self, pretrained: str, chat_template: Optional[str] = None, **kwargs: Any) -> None:
+        from transformers import AutoProcessor
+
+        self.processor = AutoProcessor.from_pretrained(pretrained)
+        self.processor.tokenizer.padding_side = "left"
+        if chat_template is not None:
+            self.processor.tokenizer.chat_template = chat_template
+        if self.processor.tokenizer.chat_template is None:
+            raise ValueError(f"vcast_llava_ov: {pretrained}'s tokenizer has no chat template; pass chat_template=")
+        super().__init__(pretrained, **kwargs)
+
+    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
+                    device_map: Optional[str]) -> torch.nn.Module:
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(pretrained)
+        if config.model_type != "llava_onevision":
+            raise ValueError(f"vcast_llava_ov: {pretrained} is a {config.model_type!r} checkpoint; expected "
+                             "'llava_onevision' (LLaVA-OneVision / LLaVA-Video in Hugging Face format)")
+        kwargs: dict[str, Any] = {"dtype": dtype}
+        if attn_implementation is not None:
+            kwargs["attn_implementation"] = attn_implementation
+        if device_map is not None:
+            kwargs["device_map"] = device_map
+        return transformers.LlavaOnevisionForConditionalGeneration.from_pretrained(pretrained, **kwargs)
+
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
+        texts, images, videos = [], [], []
+        for context, items in zip(contexts, visuals):
+            sample_videos = [item for item in items if is_video_path(item)]
+            sample_images = [item for item in items if isinstance(item, Image.Image)]
+            if len(sample_videos) + len(sample_images) != len(items):
+                raise ValueError(f"vcast_llava_ov: unsupported visual(s) in {items!r:.120} "
+                                 "(expected video paths or PIL images)")
+            videos.extend(read_llava_video(path, self.max_num_frames).frames for path in sample_videos)
+            images.extend(sample_images)
+            if IMAGE_TOKEN not in context:
+                if sample_images:
+                    context = " ".join([IMAGE_TOKEN] * len(sample_images)) + "\n" + context
+                if sample_videos:
+                    context = " ".join([VIDEO_TOKEN] * len(sample_videos)) + "\n" + context
+            messages = [{"role": "user", "content": context}]
+            texts.append(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": len(texts) > 1}
+        if videos:
+            kwargs["videos"] = videos
+        if images:
+            kwargs["images"] = images
+        inputs = self.processor(**kwargs)
+        for key in ("pixel_values", "pixel_values_videos"):
+            if key in inputs:
+                inputs[key] = inputs[key].to(self.model.dtype)
+        return inputs

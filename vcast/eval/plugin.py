@@ -1,0 +1,291 @@
+"""The shared half of vcast's lmms-eval model plugins: arguments, loading, attaching the pruning
+method, the request loop, efficiency records.
+
+A subclass knows one architecture's prompt and video handling (:meth:`VCastLMM._prepare`) and
+follows lmms-eval's own wrapper for it. ``method="vanilla"`` attaches the keep-everything method,
+so the unpruned model runs through the same hooks and meters as every other method.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+import torch
+from lmms_eval import utils as lmms_utils
+from lmms_eval.api.instance import Instance
+from lmms_eval.api.model import lmms
+from tqdm import tqdm
+
+from vcast.eval.efficiency import CallRecord, EfficiencyLog
+
+logger = logging.getLogger(__name__)
+
+ATTN_IMPLEMENTATIONS = (None, "sdpa", "eager", "flash_attention_2")
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def _device_and_map(device: Optional[str], device_map: Optional[str], local_rank: int,
+                    processes: int) -> tuple[torch.device, Optional[str]]:
+    """Where the model goes: one device per process when data-parallel, as lmms-eval does."""
+    if processes > 1:
+        local = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+        return torch.device(local), None
+    if device_map == "auto":
+        if not torch.cuda.is_available():
+            raise ValueError("device_map='auto' needs CUDA devices; none is available")
+        return torch.device("cuda"), "auto"
+    chosen = device_map or device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(chosen), None
+
+
+class VCastLMM(lmms):
+    """Base of ``vcast_qwen3_vl`` and ``vcast_llava_ov`` (simple, ``generate_until`` only).
+
+    model_args (all ``key=value``): ``pretrained`` (hub id or folder), ``method`` (``vanilla``
+    or a name from :func:`vcast.available_methods`), ``ratio`` (default 1.0 for vanilla, 0.25
+    otherwise), the method's parameters (e.g. ``tau=0.7``), ``max_num_frames``,
+    ``attn_implementation`` (``sdpa`` default, ``eager``, ``flash_attention_2``), ``batch_size``,
+    ``device_map`` (``auto`` shards one model over the node's GPUs), ``device``, ``dtype``
+    (``auto``: bfloat16 on GPU, float32 on CPU), ``positions`` and ``compress_images`` (see
+    :func:`vcast.models.attach`), ``efficiency_dir`` (per-call records, one JSONL per rank),
+    ``warmup`` (default true: generate two tokens for the first batch once, untimed, so one-time
+    costs such as kernel selection are not charged to the first item).
+    """
+
+    is_simple = True
+    DEFAULT_MAX_NEW_TOKENS = 128
+
+    def __init__(
+        self,
+        pretrained: str,
+        method: str = "vanilla",
+        ratio: Optional[float] = None,
+        max_num_frames: int = 32,
+        attn_implementation: Optional[str] = "sdpa",
+        batch_size: int | str = 1,
+        device_map: Optional[str] = None,
+        device: Optional[str] = None,
+        dtype: str = "auto",
+        positions: Optional[str] = None,
+        compress_images: bool = False,
+        efficiency_dir: Optional[str] = None,
+        warmup: bool = True,
+        use_cache: bool = True,
+        max_batch_size: Optional[int] = None,  # passed by lmms-eval's CLI; unused
+        **method_params: Any,
+    ) -> None:
+        super().__init__()
+        from accelerate import Accelerator
+
+        import vcast
+        from vcast.models import attach
+
+        if attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
+        if not isinstance(max_num_frames, int) or max_num_frames < 1:
+            raise ValueError(f"max_num_frames must be a positive integer, got {max_num_frames!r}")
+        if str(batch_size) == "auto" or int(batch_size) < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if method not in vcast.available_methods():
+            raise ValueError(f"unknown method {method!r}; available: {', '.join(vcast.available_methods())}")
+        if ratio is None:
+            ratio = 1.0 if method == "vanilla" else 0.25
+
+        self.accelerator = Accelerator()
+        processes = self.accelerator.num_processes
+        self._device, load_map = _device_and_map(device, device_map, self.accelerator.local_process_index, processes)
+        if dtype == "auto":
+            dtype = "bfloat16" if self._device.type == "cuda" else "float32"
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, got {dtype!r}")
+        self._rank = self.accelerator.process_index
+        self._world_size = processes
+        self.pretrained = pretrained
+        self.method = method
+        self.ratio = float(ratio)
+        self.max_num_frames = max_num_frames
+        self.batch_size_per_gpu = int(batch_size)
+        self.use_cache = use_cache
+        self._needs_warmup = bool(warmup)
+
+        self._model = self._load_model(pretrained, DTYPES[dtype], attn_implementation, load_map)
+        if load_map is None:
+            self._model.to(self._device)
+        self._model.eval()
+        self.handle = attach(self._model, method, self.ratio, positions=positions,
+                             compress_images=compress_images, **method_params)
+        self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
+        logger.info("%s: %s on %s (%s, %s attention), method=%s ratio=%s params=%s, rank %d/%d",
+                    type(self).__name__, pretrained, self._device, dtype, attn_implementation or "default",
+                    method, self.ratio, method_params, self._rank, processes)
+
+    # lmms-eval's model interface ----------------------------------------------------------------
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.processor.tokenizer
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_size_per_gpu
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    def clean(self) -> None:
+        """lmms-eval calls this after ``evaluate``: remove the hooks, then free the model."""
+        self.handle.detach()
+        super().clean()
+
+    def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
+        raise NotImplementedError(f"{type(self).__name__} implements generate_until only")
+
+    def generate_until_multi_round(self, requests: list[Instance]) -> list[str]:
+        raise NotImplementedError(f"{type(self).__name__} implements generate_until only")
+
+    # Subclass hooks -----------------------------------------------------------------------------
+    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
+                    device_map: Optional[str]) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
+        """Processor outputs (a BatchFeature on CPU) for one batch of prompts and their visuals."""
+        raise NotImplementedError
+
+    # The request loop ---------------------------------------------------------------------------
+    def generate_until(self, requests: list[Instance]) -> list[str]:
+        """lmms-eval's order and batching (longest prompt first, grouped by gen_kwargs), greedy
+        unless the task asks otherwise; answers cut at the task's ``until`` strings."""
+
+        def by_length(args: tuple) -> tuple[int, str]:
+            return -len(self.tokenizer.encode(args[0])), args[0]
+
+        ordered = lmms_utils.Collator([request.args for request in requests], by_length, grouping=True)
+        answers: list[str] = []
+        progress = tqdm(total=len(requests), disable=self.rank != 0, desc=f"{self.method} r={self.ratio:g}")
+        for chunk in ordered.get_batched(n=self.batch_size, batch_fn=None):
+            contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
+            visuals = [doc_to_visual[0](self.task_dict[task][split][doc_id])
+                       for task, split, doc_id in zip(tasks, splits, doc_ids)]
+            gen_kwargs = dict(all_gen_kwargs[0])
+            until = self._until(gen_kwargs)
+            inputs = self._prepare(list(contexts), [list(v or []) for v in visuals]).to(self._device)
+            if self._needs_warmup:
+                self._needs_warmup = False
+                with torch.inference_mode():
+                    self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
+            texts = self._generate(inputs, gen_kwargs, tasks[0], list(doc_ids))
+            for text, context in zip(texts, contexts):
+                for stop in until:
+                    if stop:
+                        text = text.split(stop)[0]
+                answers.append(text)
+                self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+            progress.update(len(chunk))
+        progress.close()
+        self._log_totals()
+        return ordered.get_original(answers)
+
+    def _until(self, gen_kwargs: dict[str, Any]) -> list[str]:
+        until = gen_kwargs.pop("until", None) or [self.tokenizer.decode(self.eot_token_id)]
+        if isinstance(until, str):
+            until = [until]
+        if not isinstance(until, list):
+            raise ValueError(f"gen_kwargs['until'] must be a string or a list, got {type(until).__name__}")
+        return [stop for stop in until if stop != "\n\n"]  # as lmms-eval's Qwen3-VL wrapper
+
+    def _generate_kwargs(self, gen_kwargs: dict[str, Any]) -> dict[str, Any]:
+        temperature = gen_kwargs.get("temperature") or 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": int(gen_kwargs.get("max_new_tokens", self.DEFAULT_MAX_NEW_TOKENS)),
+            "do_sample": temperature > 0,
+            "num_beams": int(gen_kwargs.get("num_beams") or 1),
+            "use_cache": self.use_cache,
+            "eos_token_id": self.eot_token_id,
+            "pad_token_id": self._pad_token_id,
+        }
+        if temperature > 0:
+            kwargs["temperature"] = temperature
+            if gen_kwargs.get("top_p") is not None:
+                kwargs["top_p"] = gen_kwargs["top_p"]
+        else:  # greedy: say so explicitly, so a checkpoint's sampling defaults cannot leak in
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        return kwargs
+
+    @property
+    def _pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return self.eot_token_id if pad is None else pad
+
+    def _synchronize(self) -> None:
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
+
+    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], task: str, doc_ids: list[int]) -> list[str]:
+        self._synchronize()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            output = self._model.generate(**inputs, **self._generate_kwargs(gen_kwargs))
+        self._synchronize()
+        wall = time.perf_counter() - start
+        new_tokens = output[:, inputs["input_ids"].shape[1]:]
+        self._record(task, doc_ids, wall, new_tokens)
+        return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _record(self, task: str, doc_ids: list[int], wall: float, new_tokens: torch.Tensor) -> None:
+        stats = self.handle.stats
+        if stats is None:
+            raise RuntimeError("the pruning handle recorded no call: were the hooks removed?")
+        produced = int((new_tokens != self._pad_token_id).sum())
+        peak = stats.peak_memory_bytes
+        self.efficiency.add(CallRecord(
+            task=task, doc_ids=doc_ids, items=len(doc_ids), vision_s=stats.vision_s,
+            selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s, generate_s=wall,
+            decode_steps=stats.decode_steps, output_tokens=produced,
+            peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
+            timer=stats.timer, video_tokens_total=stats.total_video_tokens,
+            video_tokens_kept=stats.kept_video_tokens, prompt_tokens_before=list(stats.tokens_before),
+            prompt_tokens_after=list(stats.tokens_after),
+        ))
+
+    def _log_totals(self) -> None:
+        """Averages into lmms-eval's ``results["throughput"]`` (``avg_<key>``) via ``log_metrics``."""
+        from lmms_eval.models.model_utils.gen_metrics import log_metrics
+
+        records = self.efficiency.records
+        if not records:
+            return
+        items = sum(r.items for r in records)
+        elapsed = sum(r.generate_s for r in records)
+        tokens = sum(r.output_tokens for r in records)
+        peaks = [r.peak_memory_mb for r in records if r.peak_memory_mb is not None]
+        log_metrics(
+            total_elapsed_time=elapsed, total_gen_tokens=tokens, avg_speed=tokens / elapsed if elapsed else 0.0,
+            additional_metrics={
+                "prefill_s": sum(r.prefill_s for r in records) / items,
+                "decode_s": sum(r.decode_s for r in records) / items,
+                "vision_s": sum(r.vision_s for r in records) / items,
+                "peak_memory_mb": max(peaks) if peaks else 0.0,
+                "kept_video_tokens": sum(r.video_tokens_kept for r in records) / items,
+                "total_video_tokens": sum(r.video_tokens_total for r in records) / items,
+                "total_requests": items,
+            },
+        )

@@ -1,0 +1,104 @@
+"""``vcast_qwen3_vl``: Qwen3-VL (dense and MoE) with a pruning method attached.
+
+Prompting and video handling follow lmms-eval 0.7.3's ``models/simple/qwen3_vl.py``: a system
+turn, then one user turn with the videos (and images) before the text; frames read with
+``nframes = max_num_frames`` capped to the video, ``linspace(0, N-1, n).round()``, resized the
+``qwen_vl_utils`` way (multiples of 32, per-frame pixel cap) and given to the processor with
+``do_sample_frames=False, do_resize=False``. Differences, on purpose: the reader is always decord
+(``video.py``), odd or short videos never crash, and errors are raised instead of swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import torch
+from PIL import Image
+
+from vcast.eval.plugin import VCastLMM
+from vcast.eval.video import is_video_path, qwen_resize, read_qwen_video
+
+logger = logging.getLogger(__name__)
+
+QWEN_PATCH_SIZE = 16
+
+
+class VCastQwen3VL(VCastLMM):
+    """model_args beyond :class:`VCastLMM`'s: ``min_pixels`` (200704), ``max_pixels``
+    (1605632; qwen_vl_utils caps a frame at 786432 anyway), ``total_pixels``, ``system_prompt``.
+    The MoE class is used when the checkpoint's config says ``qwen3_vl_moe``."""
+
+    def __init__(
+        self,
+        pretrained: str,
+        min_pixels: int = 256 * 28 * 28,
+        max_pixels: int = 1605632,
+        total_pixels: Optional[int] = None,
+        system_prompt: Optional[str] = "You are a helpful assistant.",
+        **kwargs: Any,
+    ) -> None:
+        from transformers import AutoProcessor
+
+        for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if min_pixels > max_pixels:
+            raise ValueError(f"min_pixels ({min_pixels}) must not exceed max_pixels ({max_pixels})")
+        self.min_pixels, self.max_pixels, self.total_pixels = min_pixels, max_pixels, total_pixels
+        self.system_prompt = system_prompt
+        self.processor = AutoProcessor.from_pretrained(pretrained, max_pixels=max_pixels, min_pixels=min_pixels)
+        super().__init__(pretrained, **kwargs)
+
+    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
+                    device_map: Optional[str]) -> torch.nn.Module:
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(pretrained)
+        classes = {"qwen3_vl": transformers.Qwen3VLForConditionalGeneration,
+                   "qwen3_vl_moe": transformers.Qwen3VLMoeForConditionalGeneration}
+        if config.model_type not in classes:
+            raise ValueError(f"vcast_qwen3_vl: {pretrained} is a {config.model_type!r} checkpoint; "
+                             f"expected one of {', '.join(classes)}")
+        kwargs: dict[str, Any] = {"dtype": dtype}
+        if attn_implementation is not None:
+            kwargs["attn_implementation"] = attn_implementation
+        if device_map is not None:
+            kwargs["device_map"] = device_map
+        return classes[config.model_type].from_pretrained(pretrained, **kwargs)
+
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
+        from qwen_vl_utils import fetch_image
+        from transformers.video_utils import VideoMetadata
+
+        texts, images, videos, metadata = [], [], [], []
+        for context, items in zip(contexts, visuals):
+            context = context.replace("<image>", "")
+            content: list[dict[str, Any]] = []
+            for item in items:
+                if is_video_path(item):
+                    decoded = read_qwen_video(item, self.max_num_frames)
+                    videos.append(qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, self.total_pixels,
+                                              QWEN_PATCH_SIZE))
+                    metadata.append(VideoMetadata(total_num_frames=decoded.total_frames, fps=decoded.fps,
+                                                  frames_indices=decoded.indices, video_backend="decord"))
+                    content.append({"type": "video", "video": item})
+                elif isinstance(item, Image.Image):
+                    images.append(fetch_image({"image": item, "min_pixels": self.min_pixels,
+                                               "max_pixels": self.max_pixels}, image_patch_size=QWEN_PATCH_SIZE))
+                    content.append({"type": "image", "image": item})
+                else:
+                    raise ValueError(f"vcast_qwen3_vl: unsupported visual {type(item).__name__} {item!r:.80} "
+                                     "(expected a video path or a PIL image)")
+            messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
+            messages.append({"role": "user", "content": content + [{"type": "text", "text": context}]})
+            texts.append(self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "do_resize": False}
+        if len(texts) > 1:
+            kwargs.update(padding=True, padding_side="left")
+        if videos:
+            kwargs.update(videos=videos, video_metadata=metadata, do_sample_frames=False)
+        if images:
+            kwargs["images"] = images
+        return self.processor(**kwargs)
+

@@ -1,0 +1,89 @@
+"""One lmms-eval run of a vcast plugin: ``python -m vcast.eval.run`` (or under
+``accelerate launch --num_processes N -m vcast.eval.run`` for data parallelism).
+
+It does what ``lmms-eval --model ... --log_samples`` does (same ``simple_evaluate``, same
+output files) with two differences that matter for reproduction:
+
+* the task prompts are chosen for the *stock* model the plugin stands in for
+  (``--prompt_key qwen3_vl``): lmms-eval picks a task's ``lmms_eval_specific_kwargs`` block by the
+  ``--model`` name, so ``--model vcast_qwen3_vl`` would silently get the default prompt instead
+  of Video-MME's Qwen3-VL prompt;
+* the model is built before the evaluation starts, so ``run_summary.json`` can record the wall
+  time of the evaluation alone (the paper's total latency), without model loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+logger = logging.getLogger("vcast.eval.run")
+
+TASKS_DIR = Path(__file__).parent / "tasks"
+SUMMARY_FILE = "run_summary.json"
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m vcast.eval.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="lmms-eval model id, e.g. vcast_qwen3_vl")
+    parser.add_argument("--model_args", default="", help="k=v,k2=v2 (lmms-eval syntax)")
+    parser.add_argument("--tasks", required=True, help="comma-separated lmms-eval task names")
+    parser.add_argument("--output_path", required=True, help="folder for results.json + samples")
+    parser.add_argument("--prompt_key", default=None,
+                        help="lmms_eval_specific_kwargs block to use (default: the model id)")
+    parser.add_argument("--include_path", action="append", default=[],
+                        help="extra task folder (vcast's own tasks are always included)")
+    parser.add_argument("--batch_size", type=int, default=1)
+    parser.add_argument("--limit", type=float, default=None, help="first N docs per task (or a fraction)")
+    parser.add_argument("--seed", type=int, default=0, help="python/numpy/torch seeds of lmms-eval")
+    parser.add_argument("--verbosity", default="WARNING")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from lmms_eval.evaluator import simple_evaluate
+    from lmms_eval.loggers import EvaluationTracker
+    from lmms_eval.models import get_model
+    from lmms_eval.tasks import TaskManager
+
+    output = Path(args.output_path)
+    include = [str(TASKS_DIR), *args.include_path]
+    task_manager = TaskManager(args.verbosity, include_path=include, model_name=args.prompt_key or args.model)
+    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
+    unknown = [name for name in tasks if name not in task_manager.all_tasks]
+    if unknown:
+        raise SystemExit(f"unknown task(s) {', '.join(unknown)} (looked in lmms-eval and {', '.join(include)})")
+
+    lm = get_model(args.model).create_from_arg_string(args.model_args, {"batch_size": args.batch_size})
+    tracker = EvaluationTracker(output_path=str(output))
+    datetime_str = time.strftime("%Y%m%d_%H%M%S")
+    start = time.perf_counter()
+    results = simple_evaluate(
+        model=lm, model_args=args.model_args, tasks=tasks, task_manager=task_manager,
+        batch_size=args.batch_size, limit=args.limit, log_samples=True, evaluation_tracker=tracker,
+        bootstrap_iters=0, verbosity=args.verbosity, datetime_str=datetime_str, random_seed=args.seed,
+        numpy_random_seed=args.seed, torch_random_seed=args.seed, fewshot_random_seed=args.seed,
+    )
+    wall = time.perf_counter() - start
+    if results is None:  # ranks > 0: rank 0 writes everything
+        return 0
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples, datetime_str=datetime_str)
+    for task_name in results["configs"]:
+        tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+    summary = {"wall_s": wall, "world_size": int(os.environ.get("WORLD_SIZE", 1)), "datetime": datetime_str,
+               "model": args.model, "model_args": args.model_args, "tasks": tasks, "limit": args.limit}
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    logger.info("evaluation took %.1f s; results in %s", wall, output)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""lmms-eval hooks of the ``vcast_synth`` task: video path, prompt, answer parsing, accuracy.
+
+Self-contained on purpose: lmms-eval imports this file by path (once per ``!function``), and the
+data folder is found next to it, so a copy of the task folder works with its own ``data/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from pathlib import Path
+
+# A fixed name: lmms-eval loads this file as a module called "utils".
+logger = logging.getLogger("vcast.eval.tasks.vcast_synth")
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+JSONL = DATA_DIR / "vcast_synth.jsonl"
+GENERATE_HINT = f"`python scripts/make_synthetic_benchmark.py --out {DATA_DIR}` (or `make synth-data`)"
+METRIC = "vcast_synth_acc"
+DEFAULT_POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
+
+# A capital A-D with no letter or digit on either side: "B", "B.", "(B)", "[C]", "answer is D".
+_STANDALONE = re.compile(r"(?<![A-Za-z0-9])([A-D])(?![A-Za-z0-9])")
+# "A" followed by a space and a word is the article ("A red square"), not an option.
+_ARTICLE = re.compile(r"A\s+[A-Za-z]")
+# The whole reply is one letter, any case, maybe wrapped or punctuated: "b", "(c)", "d.", "**A**".
+_ONLY_LETTER = re.compile(r"[\s(\[*'\"]*([A-Da-d])[\s)\].:,*'\"]*")
+
+
+def _report_missing_data() -> None:
+    """Say how to make the data, once, before lmms-eval's dataset loader fails on a missing jsonl
+    (its own error names a path relative to the working directory, retried for ~15 s)."""
+    if JSONL.is_file() or getattr(logger, "vcast_synth_reported", False):
+        return
+    logger.error("vcast_synth: %s is missing; generate the benchmark with %s", JSONL, GENERATE_HINT)
+    logger.vcast_synth_reported = True  # the logger outlives this module, which is loaded per hook
+
+
+_report_missing_data()
+
+
+def doc_to_visual(doc: dict) -> list[str]:
+    """``[absolute mp4 path]``; raises ``FileNotFoundError`` with the fix if it is missing."""
+    path = DATA_DIR / doc["video"]
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"vcast_synth video {path} is missing; generate the benchmark with {GENERATE_HINT}"
+        )
+    return [str(path)]
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """Question, the four options one per line, then the post prompt."""
+    kwargs = lmms_eval_specific_kwargs or {}
+    pre_prompt = kwargs.get("pre_prompt", "")
+    post_prompt = kwargs.get("post_prompt", DEFAULT_POST_PROMPT)
+    return f"{pre_prompt}{doc['question']}\n" + "\n".join(doc["options"]) + post_prompt
+
+
+def parse_choice(response: str) -> str:
+    """The option letter a reply names, or ``""`` if none can be found.
+
+    Rules, in order:
+
+    1. the whole reply is a single letter A-D in either case, optionally wrapped in brackets,
+       quotes or ``**`` and followed by punctuation: ``"b"``, ``"(C)"``, ``"D."``;
+    2. otherwise the first capital A-D standing alone (no letter or digit either side), except an
+       ``A`` followed by a space and a word, which is the article: ``"The answer is B"`` -> B,
+       ``"(C) blue"`` -> C, ``"A. red"`` -> A, ``"A red square"`` -> no letter.
+
+    Lowercase letters count only under rule 1, since "a" is far more often the article.
+    """
+    text = response.strip()
+    whole = _ONLY_LETTER.fullmatch(text)
+    if whole:
+        return whole.group(1).upper()
+    for match in _STANDALONE.finditer(text):
+        if match.group(1) == "A" and _ARTICLE.match(text, match.start()):
+            continue
+        return match.group(1)
+    return ""
+
+
+def process_results(doc: dict, results: list[str]) -> dict[str, dict]:
+    """Score one reply: 1.0 if its parsed letter is the answer, else 0.0 (unparsable included)."""
+    pred = parse_choice(results[0] if results else "")
+    return {
+        METRIC: {
+            "question_id": doc["question_id"],
+            "category": doc["category"],
+            "pred": pred,
+            "answer": doc["answer"],
+            "score": float(pred == doc["answer"]),
+        }
+    }
+
+
+def aggregate_accuracy(results: list[dict]) -> float:
+    """Accuracy in percent (0-100) over all items; per-category accuracy goes to the log."""
+    if not results:
+        return 0.0
+    by_category: dict[str, list[float]] = defaultdict(list)
+    for result in results:
+        by_category[result["category"]].append(result["score"])
+    for category, scores in sorted(by_category.items()):
+        logger.info("vcast_synth %s: %.1f%% of %d", category, 100.0 * sum(scores) / len(scores), len(scores))
+    return 100.0 * sum(r["score"] for r in results) / len(results)

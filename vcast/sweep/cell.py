@@ -1,0 +1,70 @@
+"""One cell of an experiment grid (model x task x method x ratio x frames) and where it lives.
+
+``results/<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/`` holds lmms-eval's output
+(``lmms_eval/``), the per-call efficiency records (``efficiency/``), the run log (``run.log``),
+``cell.json`` (status, scores, efficiency, error) and, only when the cell is complete, ``DONE``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+DONE_FILE = "DONE"
+CELL_FILE = "cell.json"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """Everything one lmms-eval run needs; built from the composed Hydra config."""
+
+    experiment: str
+    model: str                    # config name, e.g. qwen3vl_8b
+    plugin: str                   # lmms-eval model id, e.g. vcast_qwen3_vl
+    pretrained: str
+    prompt_key: str
+    model_args: dict[str, Any]
+    method: str                   # config name, e.g. vcast_official
+    method_id: str                # registered method, e.g. vcast
+    method_params: dict[str, Any]
+    ratio: float
+    frames: int
+    task: str                     # config name, e.g. videomme
+    lmms_tasks: list[str]
+    batch_size: int = 1
+    processes: int = 1
+    limit: Optional[float] = None
+    seed: int = 0
+    include_paths: list[str] = field(default_factory=list)
+
+    @property
+    def relative_dir(self) -> Path:
+        return Path(self.experiment, self.model, f"{self.frames}f", self.method, f"r{self.ratio:g}", self.task)
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.relative_dir.parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:
+    """``cell.json`` of ``cell_dir``, or None when there is none (or it is unreadable)."""
+    try:
+        return json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def is_complete(cell_dir: Path) -> bool:
+    """A finished cell: the done marker, ``status == "ok"`` and its results file all present."""
+    if not (cell_dir / DONE_FILE).is_file():
+        return False
+    cell = read_cell(cell_dir)
+    if cell is None or cell.get("status") != "ok":
+        return False
+    results = cell.get("results_file")
+    return bool(results) and (cell_dir / results).is_file()

@@ -1,0 +1,251 @@
+"""Run one cell: skip it when finished, else run lmms-eval in a subprocess into a staging folder
+and swap the whole folder into place at the end.
+
+* A finished cell (``DONE`` + ``status == "ok"`` + its results file) is skipped.
+* Everything is written into ``.<task>.staging-<id>`` beside the cell and renamed over it at
+  the end, so the cell folder is always a complete old or complete new attempt; a killed run
+  leaves only a staging folder, which the next attempt deletes and redoes from scratch.
+* A failing run (a crash, CUDA OOM, a bad video) still swaps in a cell with ``cell.json``
+  ``status`` ``"failed"`` or ``"oom"``, the error and the log tail, and no ``DONE``; the sweep
+  goes on and the next sweep retries it.
+* A POSIX lock (released by the OS if the process dies) keeps two jobs from running the same
+  cell at once (two sweeps, or two grid points that name one cell such as vanilla at r=1).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+from vcast.atomic_files import atomic_write_json, swap_in_dir
+from vcast.eval.efficiency import read_records, summarize
+from vcast.eval.run import SUMMARY_FILE
+from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, is_complete, read_cell
+
+logger = logging.getLogger(__name__)
+
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
+LOG_TAIL_CHARS = 4000
+
+
+def format_model_args(args: dict[str, Any]) -> str:
+    """lmms-eval's ``k=v,k2=v2``; lists and tuples as JSON (commas inside brackets are kept)."""
+    parts = []
+    for key, value in args.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = json.dumps(list(value)).replace(" ", "")
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        text = str(value)
+        if "," in text and not text.startswith(("[", "{")):
+            raise ValueError(f"model argument {key}={text!r} contains a comma, which lmms-eval cannot parse")
+        parts.append(f"{key}={text}")
+    return ",".join(parts)
+
+
+def failure_status(log: str) -> str:
+    """``"oom"`` when the run died of running out of GPU memory, else ``"failed"``."""
+    return "oom" if any(marker in log for marker in OOM_MARKERS) else "failed"
+
+
+def eval_command(spec: CellSpec, output: Path, efficiency_dir: Path,
+                 python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+    """The lmms-eval run of ``spec`` and the environment variables it needs on top of ours;
+    under ``accelerate launch`` (torchrun, one process per GPU) when it has several processes."""
+    model_args = {"pretrained": spec.pretrained, "method": spec.method_id, "ratio": spec.ratio,
+                  "max_num_frames": spec.frames, **spec.model_args, **spec.method_params,
+                  "efficiency_dir": str(efficiency_dir)}
+    args = ["-m", "vcast.eval.run", "--model", spec.plugin, "--model_args", format_model_args(model_args),
+            "--tasks", ",".join(spec.lmms_tasks), "--output_path", str(output / "lmms_eval"),
+            "--prompt_key", spec.prompt_key, "--batch_size", str(spec.batch_size), "--seed", str(spec.seed)]
+    for path in spec.include_paths:
+        args += ["--include_path", str(path)]
+    if spec.limit is not None:
+        args += ["--limit", str(spec.limit)]
+    if spec.processes <= 1:
+        return [python, *args], {}
+    launch = [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(spec.processes),
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+              "--main_process_port", str(_free_port())]
+    # Without GPUs (tests), the same torchrun launch with gloo: accelerate's own --cpu flag would
+    # need MPI instead.
+    extra_env = {} if _has_cuda() else {"ACCELERATE_USE_CPU": "true"}
+    return [*launch, *args], extra_env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class CellLock:
+    """Non-blocking exclusive ``lockf`` on ``<parent>/.<task>.lock`` (works on NFS)."""
+
+    def __init__(self, cell_dir: Path) -> None:
+        self.path = cell_dir.parent / f".{cell_dir.name}.lock"
+        self._handle: Optional[Any] = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._handle = handle
+        return True
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.lockf(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
+             timeout_s: Optional[float] = None) -> dict[str, Any]:
+    """Run ``spec`` unless it is finished; return its ``cell.json`` record (status ``ok``,
+    ``failed``, ``oom``, ``skipped`` when already finished, or ``busy`` when another job holds it)."""
+    cell_dir = Path(results_root) / spec.relative_dir
+    if is_complete(cell_dir):
+        logger.info("%s: already finished, skipped", spec.name)
+        return {**(read_cell(cell_dir) or {}), "status": "skipped"}
+    lock = CellLock(cell_dir)
+    if not lock.acquire():
+        logger.warning("%s: another job is running this cell; skipped", spec.name)
+        return {"cell": spec.name, "status": "busy"}
+    try:
+        if is_complete(cell_dir):  # finished by another job while we waited for the lock
+            return {**(read_cell(cell_dir) or {}), "status": "skipped"}
+        return _run_locked(spec, cell_dir, env, timeout_s)
+    finally:
+        lock.release()
+
+
+def record_failure(spec: CellSpec, results_root: Path, error: str) -> dict[str, Any]:
+    """Record a cell that cannot start (e.g. its method is not implemented) without running it."""
+    cell_dir = Path(results_root) / spec.relative_dir
+    if is_complete(cell_dir):
+        return {**(read_cell(cell_dir) or {}), "status": "skipped"}
+    record = {"cell": spec.name, "status": "failed", "attempt": 0, "spec": spec.as_dict(), "error": error,
+              "host": socket.gethostname(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    atomic_write_json(cell_dir / CELL_FILE, record)
+    logger.error("%s: not run: %s", spec.name, error)
+    return record
+
+
+def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
+                timeout_s: Optional[float]) -> dict[str, Any]:
+    for pattern in (f".{cell_dir.name}.staging-*", f".{cell_dir.name}.old-*"):
+        for stale in cell_dir.parent.glob(pattern):
+            logger.info("%s: removing %s left by an interrupted run", spec.name, stale.name)
+            shutil.rmtree(stale, ignore_errors=True)
+    previous = read_cell(cell_dir)
+    attempt = int(previous.get("attempt", 0)) + 1 if previous else 1
+    staging = cell_dir.parent / f".{cell_dir.name}.staging-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    command, extra_env = eval_command(spec, staging, staging / "efficiency")
+    run_env = {**(os.environ if env is None else env), **extra_env}
+    record: dict[str, Any] = {
+        "cell": spec.name, "status": "running", "attempt": attempt, "spec": spec.as_dict(),
+        "command": command, "host": socket.gethostname(), "slurm_job_id": _slurm_job_id(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
+    start = time.perf_counter()
+    returncode, error = _run_subprocess(command, staging / "run.log", run_env, timeout_s)
+    record["duration_s"] = time.perf_counter() - start
+    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    record["returncode"] = returncode
+    log_tail = _tail(staging / "run.log")
+    if returncode == 0 and error is None:
+        try:
+            record.update(_collect(staging))
+            record["status"] = "ok"
+        except (OSError, ValueError, KeyError) as collect_error:
+            error = f"lmms-eval finished but its outputs are incomplete: {collect_error}"
+    if record["status"] != "ok":
+        record["status"] = failure_status(log_tail)
+        record["error"] = error or f"lmms-eval exited with code {returncode}"
+        record["log_tail"] = log_tail
+    atomic_write_json(staging / CELL_FILE, record)
+    if record["status"] == "ok":
+        (staging / DONE_FILE).write_text(record["finished_at"] + "\n")
+    swap_in_dir(staging, cell_dir)
+    level = logging.INFO if record["status"] == "ok" else logging.ERROR
+    logger.log(level, "%s: %s in %.1f s%s", spec.name, record["status"], record["duration_s"],
+               "" if record["status"] == "ok" else f" ({record['error']}; log: {cell_dir / 'run.log'})")
+    return record
+
+
+def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
+                    timeout_s: Optional[float]) -> tuple[Optional[int], Optional[str]]:
+    with log_path.open("w", encoding="utf-8") as log:
+        try:
+            process = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
+                                     cwd=str(log_path.parent))
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {timeout_s} s"
+        except OSError as error:
+            return None, f"could not start {command[0]}: {error}"
+    return process.returncode, None
+
+
+def _collect(staging: Path) -> dict[str, Any]:
+    """Scores from lmms-eval's results file, efficiency from the records and the run summary."""
+    results_files = sorted((staging / "lmms_eval").rglob("*_results.json"))
+    if len(results_files) != 1:
+        raise ValueError(f"expected one *_results.json under lmms_eval/, found {len(results_files)}")
+    results = json.loads(results_files[0].read_text(encoding="utf-8"))
+    scores = {
+        task: {key.split(",")[0]: value for key, value in metrics.items()
+               if key.endswith(",none") and "_stderr" not in key and isinstance(value, (int, float))}
+        for task, metrics in results.get("results", {}).items()
+    }
+    summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
+    samples = sorted(str(p.relative_to(staging)) for p in (staging / "lmms_eval").rglob("*_samples_*.jsonl"))
+    return {
+        "results_file": str(results_files[0].relative_to(staging)),
+        "samples_files": samples,
+        "scores": scores,
+        "n_samples": results.get("n-samples", {}),
+        "efficiency": summarize(read_records(staging / "efficiency"), summary["wall_s"]),
+        "world_size": summary["world_size"],
+    }
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_TAIL_CHARS))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _slurm_job_id() -> Optional[str]:
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if array:
+        return f"{array}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    return os.environ.get("SLURM_JOB_ID")

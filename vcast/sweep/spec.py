@@ -1,0 +1,67 @@
+"""From a composed Hydra config to a :class:`CellSpec`, and the checks that need no subprocess."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from vcast.sweep.cell import CellSpec
+
+
+def _container(node: Any) -> dict[str, Any]:
+    return dict(OmegaConf.to_container(node, resolve=True)) if node is not None else {}
+
+
+def _local_or_hub(path: str) -> str:
+    """A path that exists locally becomes absolute (cells run in their own folder); else a hub id."""
+    from hydra.utils import to_absolute_path
+
+    candidate = Path(to_absolute_path(path))
+    return str(candidate) if candidate.exists() else path
+
+
+def spec_from_config(cfg: DictConfig, experiment: str) -> CellSpec:
+    """The cell of ``cfg``; ValueError naming the bad value of a malformed grid point.
+
+    A method with ``fixed_ratio`` (vanilla: 1.0) ignores ``ratio``, so every ratio of a grid
+    names the same ``r1`` cell (it runs once; the others find it finished or busy).
+    """
+    method = cfg.method
+    if isinstance(cfg.ratio, bool) or not isinstance(cfg.ratio, (int, float)) or not 0.0 < cfg.ratio <= 1.0:
+        raise ValueError(f"ratio must be a number in (0, 1], got {cfg.ratio!r}")
+    ratio = float(method.fixed_ratio) if method.get("fixed_ratio") is not None else float(cfg.ratio)
+    frames = cfg.frames
+    if not isinstance(frames, int) or frames < 1:
+        raise ValueError(f"frames must be a positive integer, got {frames!r}")
+    processes = cfg.processes
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    tasks = list(cfg.task.tasks)
+    if not tasks:
+        raise ValueError(f"task {cfg.task.name!r} lists no lmms-eval tasks")
+    include = [str(Path(p).resolve()) for p in cfg.get("include_paths") or []]
+    return CellSpec(
+        experiment=experiment, model=cfg.model.name, plugin=cfg.model.plugin,
+        pretrained=_local_or_hub(str(cfg.model.pretrained)), prompt_key=cfg.model.prompt_key,
+        model_args=_container(cfg.model.get("args")), method=method.name, method_id=method.id,
+        method_params=_container(method.get("params")), ratio=ratio, frames=frames, task=cfg.task.name,
+        lmms_tasks=tasks, batch_size=int(cfg.batch_size), processes=processes,
+        limit=None if cfg.limit is None else float(cfg.limit), seed=int(cfg.seed), include_paths=include,
+    )
+
+
+def preflight(spec: CellSpec) -> Optional[str]:
+    """Why ``spec`` cannot run at all (so no job is spent on it), or None."""
+    import vcast
+    from vcast.registry import check_params
+
+    if spec.method_id not in vcast.available_methods():
+        return (f"method {spec.method_id!r} (config {spec.method!r}) is not implemented in this version of vcast; "
+                f"available: {', '.join(vcast.available_methods())}")
+    try:
+        check_params(spec.method_id, spec.method_params)
+    except ValueError as error:
+        return str(error)
+    return None
