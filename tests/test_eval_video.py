@@ -12,6 +12,7 @@ pytest.importorskip("decord")
 pytest.importorskip("qwen_vl_utils")
 
 from vcast.eval.video import qwen_frame_count, qwen_resize, read_llava_video, read_qwen_video  # noqa: E402
+from vcast.eval.video import write_mp4 as encode_mp4  # noqa: E402
 
 BITS = 6
 
@@ -19,21 +20,11 @@ BITS = 6
 def write_mp4(path: Path, frames: int, side: int = 96, fps: int = 8) -> Path:
     """A real mp4 whose frame t shows t in binary as 6 black / white bands (read back by
     :func:`frame_ids`; bands survive lossy coding where exact grey levels do not)."""
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("mpeg4", rate=fps)
-        stream.width = stream.height = side
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"qscale": "1"}
-        for t in range(frames):
-            image = np.zeros((side, side, 3), dtype=np.uint8)
-            for bit, band in enumerate(np.array_split(np.arange(side), BITS)):
-                image[band] = 255 * ((t >> bit) & 1)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    video = np.zeros((frames, side, side, 3), dtype=np.uint8)
+    for t in range(frames):
+        for bit, band in enumerate(np.array_split(np.arange(side), BITS)):
+            video[t, band] = 255 * ((t >> bit) & 1)
+    encode_mp4(path, video, fps)
     return path
 
 

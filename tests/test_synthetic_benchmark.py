@@ -207,7 +207,7 @@ def test_second_call_is_a_no_op_and_mismatches_raise(tmp_path: Path) -> None:
 
 
 def test_failure_midway_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_write = sb._write_mp4
+    real_write = sb.write_mp4
     calls = []
 
     def failing_write(*args, **kwargs):
@@ -217,15 +217,15 @@ def test_failure_midway_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytes
         real_write(*args, **kwargs)
 
     out = tmp_path / "data"
-    monkeypatch.setattr(sb, "_write_mp4", failing_write)
+    monkeypatch.setattr(sb, "write_mp4", failing_write)
     with pytest.raises(RuntimeError, match="disk full"):
         sb.write_benchmark(out, items_per_category=1)
     assert list(tmp_path.iterdir()) == []
 
-    monkeypatch.setattr(sb, "_write_mp4", real_write)
+    monkeypatch.setattr(sb, "write_mp4", real_write)
     sb.write_benchmark(out, seed=0, items_per_category=1)
     before = tree_mtimes(out)
-    monkeypatch.setattr(sb, "_write_mp4", failing_write)
+    monkeypatch.setattr(sb, "write_mp4", failing_write)
     calls.clear()
     with pytest.raises(RuntimeError, match="disk full"):
         sb.write_benchmark(out, seed=1, items_per_category=1, overwrite=True)

@@ -136,16 +136,11 @@ def test_image_input_runs(arch: str, tiny_dirs: dict[str, Path]) -> None:
 @pytest.fixture(scope="module")
 def mp4_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The moving-square clip encoded as an H.264 mp4 at 4 fps with PyAV (skipped without PyAV)."""
-    av = pytest.importorskip("av", reason="PyAV is not installed; the mp4 round trip is skipped")
+    pytest.importorskip("av", reason="PyAV is not installed; the mp4 round trip is skipped")
+    from vcast.eval.video import write_mp4
+
     path = tmp_path_factory.mktemp("mp4") / "square.mp4"
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=int(FPS))
-        stream.width, stream.height, stream.pix_fmt = SIDE, SIDE, "yuv420p"
-        for frame in moving_square_video():
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    write_mp4(path, moving_square_video(), int(FPS), codec="libx264")
     return path
 
 

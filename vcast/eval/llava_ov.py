@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-import torch
 from PIL import Image
 
 from vcast.eval.plugin import VCastLMM
@@ -41,20 +40,14 @@ class VCastLlavaOV(VCastLMM):
             raise ValueError(f"vcast_llava_ov: {pretrained}'s tokenizer has no chat template; pass chat_template=")
         super().__init__(pretrained, **kwargs)
 
-    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
-                    device_map: Optional[str]) -> torch.nn.Module:
+    def _model_class(self, pretrained: str) -> type:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(pretrained)
         if config.model_type != "llava_onevision":
             raise ValueError(f"vcast_llava_ov: {pretrained} is a {config.model_type!r} checkpoint; expected "
                              "'llava_onevision' (LLaVA-OneVision / LLaVA-Video in Hugging Face format)")
-        kwargs: dict[str, Any] = {"dtype": dtype}
-        if attn_implementation is not None:
-            kwargs["attn_implementation"] = attn_implementation
-        if device_map is not None:
-            kwargs["device_map"] = device_map
-        return transformers.LlavaOnevisionForConditionalGeneration.from_pretrained(pretrained, **kwargs)
+        return transformers.LlavaOnevisionForConditionalGeneration
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
         texts, images, videos = [], [], []

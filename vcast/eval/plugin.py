@@ -79,17 +79,16 @@ class VCastLMM(lmms):
         super().__init__()
         from accelerate import Accelerator
 
-        import vcast
         from vcast.models import attach
+        from vcast.registry import get_method
+        from vcast.validation import check_int
 
         if attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
-        if not isinstance(max_num_frames, int) or max_num_frames < 1:
-            raise ValueError(f"max_num_frames must be a positive integer, got {max_num_frames!r}")
+        check_int("max_num_frames", max_num_frames, 1)
         if str(batch_size) == "auto" or int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if method not in vcast.available_methods():
-            raise ValueError(f"unknown method {method!r}; available: {', '.join(vcast.available_methods())}")
+        get_method(method)  # an unknown name fails here, before the model is loaded
         if ratio is None:
             ratio = 1.0 if method == "vanilla" else 0.25
 
@@ -110,7 +109,12 @@ class VCastLMM(lmms):
         self.use_cache = use_cache
         self._needs_warmup = bool(warmup)
 
-        self._model = self._load_model(pretrained, DTYPES[dtype], attn_implementation, load_map)
+        load_kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
+        if attn_implementation is not None:
+            load_kwargs["attn_implementation"] = attn_implementation
+        if load_map is not None:
+            load_kwargs["device_map"] = load_map
+        self._model = self._model_class(pretrained).from_pretrained(pretrained, **load_kwargs)
         if load_map is None:
             self._model.to(self._device)
         self._model.eval()
@@ -162,8 +166,8 @@ class VCastLMM(lmms):
         raise NotImplementedError(f"{type(self).__name__} implements generate_until only")
 
     # Subclass hooks -----------------------------------------------------------------------------
-    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
-                    device_map: Optional[str]) -> torch.nn.Module:
+    def _model_class(self, pretrained: str) -> type:
+        """The transformers class for ``pretrained``; ValueError naming an unsupported checkpoint."""
         raise NotImplementedError
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:

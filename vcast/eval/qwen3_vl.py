@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-import torch
 from PIL import Image
 
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.video import is_video_path, qwen_resize, read_qwen_video
+from vcast.validation import check_int
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +40,8 @@ class VCastQwen3VL(VCastLMM):
     ) -> None:
         from transformers import AutoProcessor
 
-        for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_int("min_pixels", min_pixels, 1)
+        check_int("max_pixels", max_pixels, 1)
         if min_pixels > max_pixels:
             raise ValueError(f"min_pixels ({min_pixels}) must not exceed max_pixels ({max_pixels})")
         self.min_pixels, self.max_pixels, self.total_pixels = min_pixels, max_pixels, total_pixels
@@ -50,8 +49,7 @@ class VCastQwen3VL(VCastLMM):
         self.processor = AutoProcessor.from_pretrained(pretrained, max_pixels=max_pixels, min_pixels=min_pixels)
         super().__init__(pretrained, **kwargs)
 
-    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
-                    device_map: Optional[str]) -> torch.nn.Module:
+    def _model_class(self, pretrained: str) -> type:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(pretrained)
@@ -60,12 +58,7 @@ class VCastQwen3VL(VCastLMM):
         if config.model_type not in classes:
             raise ValueError(f"vcast_qwen3_vl: {pretrained} is a {config.model_type!r} checkpoint; "
                              f"expected one of {', '.join(classes)}")
-        kwargs: dict[str, Any] = {"dtype": dtype}
-        if attn_implementation is not None:
-            kwargs["attn_implementation"] = attn_implementation
-        if device_map is not None:
-            kwargs["device_map"] = device_map
-        return classes[config.model_type].from_pretrained(pretrained, **kwargs)
+        return classes[config.model_type]
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
         from qwen_vl_utils import fetch_image

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from vcast.atomic_files import swap_in_dir
+from vcast.eval.video import pick_codec, write_mp4
 
 logger = logging.getLogger(__name__)
 
@@ -270,35 +271,6 @@ def _validate(seed: int, items_per_category: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pick_codec() -> str:
-    """libx264 where this PyAV build can encode it, else mpeg4 (both decodable by decord)."""
-    import av
-
-    try:
-        av.codec.Codec("libx264", "w")
-        return "libx264"
-    except Exception:  # noqa: BLE001 - PyAV raises several types for an unknown encoder
-        return "mpeg4"
-
-
-def _write_mp4(path: Path, frames: np.ndarray, fps: int, codec: str) -> None:
-    """Encode ``frames`` [T, H, W, 3] uint8 RGB as a yuv420p mp4 at ``fps``."""
-    import av
-
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        stream.codec_context.thread_count = 1  # x264's output depends on its thread count
-        if codec == "libx264":
-            stream.options = {"crf": "10", "preset": "medium"}  # near-lossless: colours survive
-        else:
-            stream.bit_rate = 4_000_000
-        for rgb in frames:
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
-            container.mux(stream.encode(frame.reformat(format="yuv420p")))
-        container.mux(stream.encode())  # flush
-
-
 def _request(seed: int, items_per_category: int) -> dict:
     """The manifest keys that must match for an existing folder to be reused."""
     return {"generator_version": GENERATOR_VERSION, "seed": seed, "items_per_category": items_per_category}
@@ -332,11 +304,11 @@ def _existing_problem(out_dir: Path, request: dict) -> str | None:
 
 def _generate(tmp: Path, seed: int, items_per_category: int) -> int:
     """Write the videos, the jsonl and the manifest into ``tmp``; returns the item count."""
-    codec = _pick_codec()
+    codec = pick_codec()
     (tmp / VIDEOS_DIR).mkdir()
     records = []
     for item in iter_items(seed, items_per_category):
-        _write_mp4(tmp / VIDEOS_DIR / f"{item.question_id}.mp4", item.frames, FPS, codec)
+        write_mp4(tmp / VIDEOS_DIR / f"{item.question_id}.mp4", item.frames, FPS, codec)
         records.append(item.record())
         logger.debug("wrote %s (%d frames)", item.question_id, item.frames.shape[0])
     with open(tmp / JSONL_NAME, "w") as f:

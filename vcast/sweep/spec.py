@@ -8,6 +8,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from vcast.sweep.cell import CellSpec
+from vcast.validation import check_int, check_ratio
 
 
 def _container(node: Any) -> dict[str, Any]:
@@ -29,15 +30,11 @@ def spec_from_config(cfg: DictConfig, experiment: str) -> CellSpec:
     names the same ``r1`` cell (it runs once; the others find it finished or busy).
     """
     method = cfg.method
-    if isinstance(cfg.ratio, bool) or not isinstance(cfg.ratio, (int, float)) or not 0.0 < cfg.ratio <= 1.0:
-        raise ValueError(f"ratio must be a number in (0, 1], got {cfg.ratio!r}")
-    ratio = float(method.fixed_ratio) if method.get("fixed_ratio") is not None else float(cfg.ratio)
-    frames = cfg.frames
-    if not isinstance(frames, int) or frames < 1:
-        raise ValueError(f"frames must be a positive integer, got {frames!r}")
-    processes = cfg.processes
-    if not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    ratio = check_ratio(cfg.ratio)  # checked even where fixed_ratio overrides it: the grid is wrong
+    if method.get("fixed_ratio") is not None:
+        ratio = check_ratio(method.fixed_ratio)
+    frames = check_int("frames", cfg.frames, 1)
+    processes = check_int("processes", cfg.processes, 1)
     tasks = list(cfg.task.tasks)
     if not tasks:
         raise ValueError(f"task {cfg.task.name!r} lists no lmms-eval tasks")

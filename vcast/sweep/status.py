@@ -70,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"no cells under {args.root}", file=sys.stderr)
         return 1
     print(format_table(rows))
-    failed = sum(row[1] not in ("ok",) for row in rows)
+    failed = sum(row[1] != "ok" for row in rows)
     print(f"\n{len(rows)} cell(s), {len(rows) - failed} ok, {failed} not ok (see each cell.json / run.log)")
     return 0
 
