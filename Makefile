@@ -10,7 +10,19 @@ SLURM_STAMP := $(VENV)/.slurm-checked
 CHECKPOINTS := checkpoints
 EXP ?= demo
 
-.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-prefill clean
+# Report targets: run the missing cells of the table's experiments through the sweep (ARGS are
+# sweep overrides, e.g. ARGS="hydra/launcher=slurm_h100"), then write results/tables/<name>.{csv,tex,md}
+# (figures: results/figures/<name>.{png,pdf}). REPORT_ONLY=1 skips running; COMPARE=paper adds
+# "ours minus published" columns; RESULTS=<dir> reads another results root.
+RESULTS ?= results
+REPORT_TABLES := table-qwen3vl-8b table-qwen3vl-8b-r035 table-qwen3vl-32b table-qwen3vl-moe table-llava-ov-7b \
+	table-llava-video-7b table-efficiency table-rope table-ablations
+REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
+REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
+	$(if $(COMPARE),--compare $(COMPARE))
+
+.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-prefill clean \
+	report-list $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
 
@@ -49,6 +61,27 @@ $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 demo: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
 	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
 	$(BIN)/python -m vcast.sweep.status results/demo
+	$(BIN)/python -m vcast.report build demo --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
+
+$(REPORT_TABLES): table-%: $(STAMP)
+	$(REPORT) $*
+
+figure-frames: $(STAMP)
+	$(REPORT) frames
+
+figure-budget-gains: $(STAMP)
+	$(REPORT) budget-gains
+
+# Per-frame budgets of uniform / global-uniqueness / curvature allocation from a model's real tokens:
+# make figure-budgets MODEL_DIR=Qwen/Qwen3-VL-8B-Instruct VIDEOS="a.mp4 b.mp4" FRAMES=64
+MODEL_DIR ?= $(CHECKPOINTS)/tiny_qwen3_vl
+FRAMES ?= 32
+figure-budgets: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
+	$(BIN)/python -m vcast.report build budgets --results $(RESULTS) --model-dir $(MODEL_DIR) --frames $(FRAMES) \
+		$(if $(VIDEOS),--videos $(VIDEOS))
+
+report-list: $(STAMP)
+	$(BIN)/python -m vcast.report list
 
 # V-CAST alone on a generated feature tensor: per-frame budgets and kept counts.
 demo-select: $(STAMP)

@@ -1,0 +1,187 @@
+"""``python -m vcast.report``: rebuild the paper's tables and figures from a results tree.
+
+    python -m vcast.report list                              # the targets and what they write
+    python -m vcast.report build qwen3vl-8b                  # tables from existing cells
+    python -m vcast.report build qwen3vl-8b --run --sweep-args "hydra/launcher=slurm_h100"
+    python -m vcast.report build qwen3vl-8b --compare paper  # + our value minus the published one
+    python -m vcast.report collect --results results --out tidy.csv
+
+``--run`` first runs the target's experiments through the sweep (finished cells are skipped),
+then writes the report; ``make table-<target>`` does the same (``REPORT_ONLY=1`` skips running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import pandas as pd
+
+from vcast.report.collect import collect
+from vcast.report.export import write_table
+from vcast.report.layouts import LAYOUTS, generic_layout
+from vcast.report.paper import SHIPPED, PaperTables
+from vcast.report.products import PRODUCTS, Product, get_product
+from vcast.report.tables import build_table
+
+logger = logging.getLogger("vcast.report")
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MODEL_DIR = REPO / "checkpoints" / "tiny_qwen3_vl"
+
+
+def _default_videos() -> list[Path]:
+    from vcast.eval.synthetic_benchmark import DEFAULT_DATA_DIR
+
+    videos = Path(DEFAULT_DATA_DIR) / "videos"
+    return (sorted(videos.glob("cut_*.mp4")) or sorted(videos.glob("*.mp4")))[:1]  # a clip with a scene cut
+
+
+def _figure_frame_scaling(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    from vcast.report.figures import plot_frame_scaling
+
+    return plot_frame_scaling(frame, out / "frame-scaling", model=args.model or "qwen3vl_8b", ratio=args.ratio)
+
+
+def _figure_budget_gains(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    from vcast.report.figures import plot_budget_gains
+
+    return plot_budget_gains(frame, out / "budget-gains", model=args.model or "qwen3vl_8b", ratio=args.ratio)
+
+
+def _figure_llava_efficiency(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    from vcast.report.figures import plot_efficiency_bars
+
+    return plot_efficiency_bars(frame, out / "llava-ov-efficiency", model=args.model or "llava_ov_7b",
+                                ratio=args.ratio)
+
+
+def _figure_budget_profiles(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    from vcast.report.figures import budget_profile_figure
+
+    videos = [Path(v) for v in args.videos] if args.videos else _default_videos()
+    if not videos:
+        raise ValueError("no videos given (--videos) and no synthetic benchmark clips found (run `make synth-data`)")
+    return budget_profile_figure(args.model_dir, videos, out / "budget-profiles", frames=args.frames, ratio=args.ratio,
+                                 max_pixels=args.max_pixels, min_pixels=args.min_pixels)
+
+
+FIGURES: dict[str, Callable[[pd.DataFrame, Path, argparse.Namespace], list[Path]]] = {
+    "frame-scaling": _figure_frame_scaling,
+    "budget-gains": _figure_budget_gains,
+    "llava-ov-efficiency": _figure_llava_efficiency,
+    "budget-profiles": _figure_budget_profiles,
+}
+
+
+def run_experiments(product: Product, results: Path, sweep_args: Sequence[str]) -> list[str]:
+    """Run the product's experiments through the sweep (its launcher from ``sweep_args``); the
+    experiments whose sweep command failed."""
+    failed = []
+    for experiment in product.experiments:
+        command = [sys.executable, "-m", "vcast.sweep", f"experiment={experiment}", f"results_root={results}",
+                   *sweep_args, "-m"]
+        logger.info("running %s", " ".join(shlex.quote(c) for c in command))
+        if subprocess.run(command).returncode != 0:
+            logger.error("the sweep of experiment %s failed; the report shows the cells that exist", experiment)
+            failed.append(experiment)
+    return failed
+
+
+def build_product(product: Product, results: Path, *, out: Optional[Path] = None, model: Optional[str] = None,
+                  paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None) -> tuple[list[Path], list[str]]:
+    """Write the product's tables and figures; returns (written paths, problems)."""
+    collection = collect(results) if results.is_dir() else None
+    frame = collection.frame if collection else pd.DataFrame(
+        columns=["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell"])
+    problems = list(collection.problems) if collection else [f"no results folder {results}"]
+    out_dir = out or (results / product.out_dir if product.out_dir else None)
+    written: list[Path] = []
+    for output in product.tables:
+        if output.layout is None:
+            rows = frame[frame["experiment"].isin(output.experiments)]
+            layout = generic_layout(rows, model or product.model or rows["model"].iloc[0], key=output.stem)
+        else:
+            layout = LAYOUTS[output.layout]
+        table = build_table(frame, layout, model=model, experiments=output.experiments)
+        written += write_table(table, (out_dir or results / "tables") / output.stem, paper)
+    for name in product.figures:
+        try:
+            written += FIGURES[name](frame, out_dir or results / "figures", args or _defaults())
+        except ValueError as error:
+            problems.append(f"figure {name}: {error}")
+            logger.warning("figure %s not drawn: %s", name, error)
+    return written, problems
+
+
+def _defaults() -> argparse.Namespace:
+    return _parser().parse_args(["build", "demo"])
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m vcast.report", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="the report targets and what they write")
+    build = commands.add_parser("build", help="write a target's tables and figures")
+    build.add_argument("target", help=f"one of: {', '.join(PRODUCTS)}")
+    build.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    build.add_argument("--out", type=Path, help="output folder (default: <results>/tables and <results>/figures)")
+    build.add_argument("--run", action="store_true", help="run the target's experiments through the sweep first")
+    build.add_argument("--sweep-args", default="", help="extra sweep overrides, e.g. 'hydra/launcher=slurm_h100'")
+    build.add_argument("--model", help="model config to report instead of the table's own (e.g. tiny_qwen3vl)")
+    build.add_argument("--compare", choices=["paper"], help="add our value minus the published one")
+    build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
+    build.add_argument("--ratio", type=float, default=0.25, help="retention ratio of the figures (default 0.25)")
+    build.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
+                       help="checkpoint for budget profiles (default: the tiny Qwen3-VL)")
+    build.add_argument("--videos", nargs="*", help="videos for budget profiles (default: one synthetic clip)")
+    build.add_argument("--frames", type=int, default=32, help="frames sampled for budget profiles (default 32)")
+    build.add_argument("--max-pixels", type=int, help="Qwen3-VL video max_pixels for budget profiles (default: the plugin's)")
+    build.add_argument("--min-pixels", type=int, help="Qwen3-VL video min_pixels for budget profiles (default: the plugin's)")
+    tidy = commands.add_parser("collect", help="the tidy frame of a results tree (CSV)")
+    tidy.add_argument("--results", type=Path, default=Path("results"))
+    tidy.add_argument("--out", type=Path, help="CSV path (default: print)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        for product in PRODUCTS.values():
+            outputs = [f"{t.stem}.{{csv,tex,md}}" for t in product.tables] + [f"{f}.{{png,pdf}}" for f in product.figures]
+            print(f"{product.name:16} experiments: {', '.join(product.experiments) or '-':55} "
+                  f"writes: {', '.join(outputs)}  ({product.description})")
+        return 0
+    if args.command == "collect":
+        collection = collect(args.results)
+        text = collection.frame.to_csv(index=False)
+        if args.out:
+            from vcast.atomic_files import atomic_write_text
+
+            atomic_write_text(args.out, text)
+        else:
+            sys.stdout.write(text)
+        return 1 if collection.problems else 0
+    try:
+        product = get_product(args.target)
+    except ValueError as error:
+        _parser().error(str(error))
+    failed = run_experiments(product, args.results, shlex.split(args.sweep_args)) if args.run else []
+    paper = PaperTables(args.paper_csv) if args.compare == "paper" else None
+    written, problems = build_product(product, args.results, out=args.out, model=args.model, paper=paper, args=args)
+    for path in written:
+        print(f"wrote {path}")
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Per-frame token budgets of V-CAST's temporal allocations, on a model's real visual tokens.
+
+The paper's budget-profile figure (fig:temporal_allocation) shows how each temporal strategy
+spreads the same total budget over the frames of one video. The tokens here are exactly the ones
+the pruning hooks hand to :func:`vcast.select`: the vision encoder's pooled output (Qwen3-VL:
+after the 2x2 merger; LLaVA-OneVision: after projection and 2x2 bilinear pooling, the trailing
+image-newline excluded), read and resized as the lmms-eval plugins do.
+
+    tokens = video_tokens("Qwen/Qwen3-VL-8B-Instruct", "clip.mp4", frames=32)   # [T, P, D]
+    profiles = budget_profiles(tokens, ratio=0.25)                             # name -> [T]
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+import vcast
+from vcast.temporal import TEMPORAL_STRATEGIES
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+# Allocation name (the ``temporal`` parameter of method "vcast") -> legend label in the paper.
+ALLOCATION_LABELS: dict[str, str] = {
+    "uniform": "Uniform Allocation",
+    "uniqueness": "Global Uniqueness",
+    "curvature": "Curvature-Aware (V-CAST)",
+}
+DEFAULT_ALLOCATIONS: tuple[str, ...] = ("uniform", "uniqueness", "curvature")
+
+QWEN_TYPES = ("qwen3_vl", "qwen3_vl_moe")
+LLAVA_TYPES = ("llava_onevision",)
+
+
+def _qwen_pixel_defaults() -> tuple[int, int]:
+    """(min_pixels, max_pixels) the ``vcast_qwen3_vl`` plugin uses when none are given, read from
+    its signature so the two never drift apart."""
+    from vcast.eval.qwen3_vl import VCastQwen3VL
+
+    params = inspect.signature(VCastQwen3VL.__init__).parameters
+    return int(params["min_pixels"].default), int(params["max_pixels"].default)
+
+
+@dataclass
+class VideoTokenReader:
+    """A loaded checkpoint (model + processor) that turns video files into ``[T, P, D]`` tokens.
+
+    Load once with :meth:`load` and call :meth:`tokens` for each video, so a figure over several
+    videos loads the model once.
+
+    Attributes:
+        model: the ``*ForConditionalGeneration`` instance, in eval mode.
+        processor: its ``AutoProcessor``.
+        model_type: ``config.model_type`` (``qwen3_vl``, ``qwen3_vl_moe`` or ``llava_onevision``).
+    """
+
+    model: nn.Module
+    processor: Any
+    model_type: str
+
+    @classmethod
+    def load(cls, model_dir: PathLike, *, device: Union[str, torch.device] = "cpu",
+             dtype: Optional[torch.dtype] = None) -> "VideoTokenReader":
+        """Load ``model_dir`` (folder or hub id) with the class its config names.
+
+        ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere (the plugins' ``dtype=auto``).
+        """
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        if config.model_type not in QWEN_TYPES + LLAVA_TYPES:
+            raise ValueError(f"{model_dir} is a {config.model_type!r} checkpoint; video_tokens supports "
+                             f"{', '.join(QWEN_TYPES + LLAVA_TYPES)}")
+        device = torch.device(device)
+        if dtype is None:
+            dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+        model = transformers.AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype)
+        model.to(device).eval()
+        processor = transformers.AutoProcessor.from_pretrained(str(model_dir))
+        logger.info("loaded %s (%s) on %s in %s", model_dir, config.model_type, device, dtype)
+        return cls(model=model, processor=processor, model_type=config.model_type)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def tokens(self, video: PathLike, frames: int, *, max_pixels: Optional[int] = None,
+               min_pixels: Optional[int] = None) -> torch.Tensor:
+        """Float32 CPU ``[T, P, D]`` tokens of ``video`` read with ``frames`` frames.
+
+        Qwen3-VL: ``T = grid_t`` temporal patches (2 frames each), ``P = grid_h * grid_w / 4``.
+        LLaVA-OneVision: ``T = frames``, ``P`` pooled tokens per frame; the pixel bounds do not
+        apply (its processor resizes to the tower's fixed size) and are ignored.
+        """
+        from vcast.models.adapter import flat_tokens
+        from vcast.models.reference import encode
+
+        with torch.no_grad():
+            if self.model_type in QWEN_TYPES:
+                inputs, num_frames, per_frame = self._qwen_inputs(str(video), frames, max_pixels, min_pixels)
+            else:
+                inputs, num_frames, per_frame = self._llava_inputs(str(video), frames)
+            inputs = {key: value.to(self.device) if isinstance(value, torch.Tensor) else value
+                      for key, value in inputs.items()}
+            pooled = flat_tokens(encode(self.model, inputs)["video"].pooler_output)
+        # LLaVA appends one image-newline token after the frames; the selection never sees it.
+        pooled = pooled[: num_frames * per_frame]
+        if pooled.shape[0] != num_frames * per_frame:
+            raise RuntimeError(f"the encoder returned {pooled.shape[0]} tokens for {num_frames} x {per_frame}")
+        tokens = pooled.reshape(num_frames, per_frame, -1).float().cpu()
+        logger.info("%s: %d frames -> tokens [T=%d, P=%d, D=%d]", video, frames, *tokens.shape)
+        return tokens
+
+    def _qwen_inputs(self, video: str, frames: int, max_pixels: Optional[int],
+                     min_pixels: Optional[int]) -> tuple[Mapping[str, Any], int, int]:
+        """The plugin's reading (decord, ``linspace().round()``, qwen_vl_utils resize), fed to the
+        video processor with its own sampling and resizing off, as the plugin does."""
+        from transformers.video_utils import VideoMetadata
+
+        from vcast.eval.qwen3_vl import QWEN_PATCH_SIZE
+        from vcast.eval.video import qwen_resize, read_qwen_video
+
+        default_min, default_max = _qwen_pixel_defaults()
+        min_pixels = default_min if min_pixels is None else min_pixels
+        max_pixels = default_max if max_pixels is None else max_pixels
+        decoded = read_qwen_video(video, frames)
+        resized = qwen_resize(decoded.frames, min_pixels, max_pixels, None, QWEN_PATCH_SIZE)
+        metadata = VideoMetadata(total_num_frames=decoded.total_frames, fps=decoded.fps,
+                                 frames_indices=decoded.indices, video_backend="decord")
+        inputs = self.processor.video_processor(videos=[resized], video_metadata=[metadata], do_sample_frames=False,
+                                                do_resize=False, return_tensors="pt")
+        grid_t, grid_h, grid_w = inputs["video_grid_thw"][0].tolist()
+        merge = self.model.config.vision_config.spatial_merge_size
+        # The merger emits tokens temporal patch by temporal patch, each a row-major grid of
+        # merged 2x2 blocks: the same frame-major order the prompt's placeholders have.
+        return dict(inputs), int(grid_t), int(grid_h * grid_w // merge**2)
+
+    def _llava_inputs(self, video: str, frames: int) -> tuple[Mapping[str, Any], int, int]:
+        from vcast.eval.video import read_llava_video
+        from vcast.models.llava_onevision import LlavaOnevisionAdapter
+
+        decoded = read_llava_video(video, frames)
+        inputs = dict(self.processor.video_processor(videos=[decoded.frames], return_tensors="pt"))
+        inputs["pixel_values_videos"] = inputs["pixel_values_videos"].to(self.model.dtype)
+        per_frame = LlavaOnevisionAdapter(self.model, None, False).tokens_per_frame
+        return inputs, int(inputs["pixel_values_videos"].shape[1]), per_frame
+
+
+def video_tokens(model_dir: PathLike, video: PathLike, frames: int, *, max_pixels: Optional[int] = None,
+                 min_pixels: Optional[int] = None, device: Union[str, torch.device] = "cpu",
+                 dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Float32 ``[T, P, D]``: the visual tokens V-CAST's selection sees for ``video``.
+
+    Loads ``model_dir`` (a Qwen3-VL / Qwen3-VL-MoE or LLaVA-OneVision checkpoint) for this one
+    call; to read several videos, use :class:`VideoTokenReader` directly. ``min_pixels`` /
+    ``max_pixels`` default to the ``vcast_qwen3_vl`` plugin's defaults (Qwen3-VL only).
+    """
+    reader = VideoTokenReader.load(model_dir, device=device, dtype=dtype)
+    return reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)
+
+
+def budget_profiles(tokens: torch.Tensor, ratio: float,
+                    allocations: Sequence[str] = DEFAULT_ALLOCATIONS) -> dict[str, np.ndarray]:
+    """Per-frame budgets of V-CAST under each temporal allocation, same ratio, same tokens.
+
+    Args:
+        tokens: float ``[T, P, D]`` tokens of one video.
+        ratio: retention ratio in (0, 1].
+        allocations: values of V-CAST's ``temporal`` parameter (see :mod:`vcast.temporal`).
+    Returns:
+        ``{allocation: int64 array [T]}`` in the order given; each sums to the same total.
+    """
+    unknown = [name for name in allocations if name not in TEMPORAL_STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown allocation(s) {unknown}; expected some of {TEMPORAL_STRATEGIES}")
+    if not allocations:
+        raise ValueError("allocations is empty")
+    profiles: dict[str, np.ndarray] = {}
+    for name in allocations:
+        selection = vcast.select(tokens, ratio, "vcast", temporal=name)
+        profiles[name] = selection.budgets.cpu().numpy().astype(np.int64)
+    return profiles

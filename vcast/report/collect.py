@@ -1,0 +1,116 @@
+"""A results tree (the sweep's cells) as one tidy DataFrame.
+
+One row per (cell, benchmark): ``experiment, model, frames, ratio, method, task, benchmark,
+value, status, cell``. ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed
+cell still yields one row per benchmark of its task, with ``value`` NaN, so tables can print
+``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
+
+Nothing here raises on a bad cell: unreadable or inconsistent files are logged, listed in
+:attr:`Collection.problems` and skipped, so one broken cell never hides the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings, read_samples
+from vcast.sweep.cell import CELL_FILE, DONE_FILE
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell"]
+KEY = ["experiment", "model", "frames", "ratio", "method"]
+# cell.json "efficiency" field -> the paper's efficiency column.
+EFFICIENCY_COLUMNS = {
+    "prefill_latency_s": "PrefillLatency_s",
+    "generation_latency_s": "GenerationLatency_s",
+    "total_latency_s": "TotalLatency_s",
+    "peak_memory_mb": "PeakMemory_MB",
+    "throughput_items_per_s": "Throughput_items_per_s",
+}
+FAILED_STATUSES = ("oom", "failed")
+
+
+@dataclass
+class Collection:
+    """The tidy frame and what could not be read (one line per skipped cell)."""
+
+    frame: pd.DataFrame
+    problems: list[str] = field(default_factory=list)
+
+
+def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: TaskScoring) -> list[dict[str, Any]]:
+    spec = record["spec"]
+    base = {
+        "experiment": str(spec["experiment"]), "model": str(spec["model"]), "frames": int(spec["frames"]),
+        "ratio": float(spec["ratio"]), "method": str(spec["method"]), "task": str(spec["task"]),
+        "cell": str(cell_dir.relative_to(root)),
+    }
+    status = record.get("status")
+    if status in FAILED_STATUSES:
+        return [{**base, "benchmark": name, "value": math.nan, "status": status} for name in scoring.benchmarks]
+    if status != "ok":
+        raise MalformedCell(f"status {status!r} (expected ok, oom or failed)")
+    if not (cell_dir / DONE_FILE).is_file():
+        raise MalformedCell(f"status ok but no {DONE_FILE} marker (a cell copied mid-write?)")
+    results_path = cell_dir / str(record.get("results_file") or "")
+    if not record.get("results_file") or not results_path.is_file():
+        raise MalformedCell(f"results file {record.get('results_file')!r} is missing")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise MalformedCell(f"{results_path.name}: not JSON ({error})") from error
+    samples = None
+    if scoring.breakdown is not None:
+        paths = [cell_dir / name for name in record.get("samples_files") or []]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise MalformedCell(f"samples file(s) missing: {', '.join(missing)}")
+        samples = read_samples(paths) if paths else None
+    values = benchmark_values(scoring, results, samples, where=base["cell"])
+    rows = [{**base, "benchmark": name, "value": float(value), "status": "ok"} for name, value in values.items()]
+    for key, column in EFFICIENCY_COLUMNS.items():
+        value = (record.get("efficiency") or {}).get(key)
+        if isinstance(value, (int, float)):
+            rows.append({**base, "benchmark": column, "value": float(value), "status": "ok"})
+    return rows
+
+
+def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
+            scorings: Optional[dict[str, TaskScoring]] = None) -> Collection:
+    """Every cell under ``root`` (a results root or one experiment's folder) as a tidy frame."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no results folder {root}")
+    scorings = scorings if scorings is not None else load_task_scorings(config_dir)
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for cell_file in sorted(root.rglob(CELL_FILE)):
+        cell_dir = cell_file.parent
+        if any(part.startswith(".") for part in cell_dir.relative_to(root).parts):
+            continue  # a staging folder of a running or killed attempt, or Hydra's own logs
+        where = str(cell_dir.relative_to(root))
+        try:
+            try:
+                record = json.loads(cell_file.read_text(encoding="utf-8"))
+                spec = record["spec"]
+                task = spec["task"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise MalformedCell(f"{CELL_FILE} unreadable or without spec.task ({error!r})") from error
+            if task not in scorings:
+                raise MalformedCell(f"task {task!r} has no config in {config_dir}/task")
+            rows.extend(_cell_rows(cell_dir, root, record, scorings[task]))
+        except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
+            problems.append(f"{where}: {error}")
+            logger.warning("skipping %s: %s", where, error)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = frame.astype({"frames": "int64", "ratio": "float64", "value": "float64"})
+    logger.info("read %d cell(s) under %s (%d skipped)", frame["cell"].nunique(), root, len(problems))
+    return Collection(frame=frame, problems=problems)

@@ -1,0 +1,63 @@
+"""What each ``make table-*`` / ``figure-*`` target runs and writes.
+
+A :class:`Product` names the sweep experiments it needs (``configs/experiment/<name>.yaml``),
+the tables it writes (``<out>/<stem>.{csv,tex,md}``, built from those experiments' cells) and
+the figures (``<out>/<stem>.{png,pdf}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    stem: str
+    layout: Optional[str]         # a key of vcast.report.layouts.LAYOUTS; None = generic layout
+    experiments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    experiments: tuple[str, ...]
+    tables: tuple[TableOutput, ...] = ()
+    figures: tuple[str, ...] = ()  # keys of vcast.report.__main__.FIGURES
+    out_dir: Optional[str] = None  # default <results>/tables (tables) and <results>/figures
+    model: Optional[str] = None    # model config for a generic layout
+    description: str = ""
+
+
+def _single(name: str, experiment: str, layout: str, description: str, figures: tuple[str, ...] = ()) -> Product:
+    return Product(name, (experiment,), (TableOutput(name, layout, (experiment,)),), figures, description=description)
+
+
+PRODUCTS: dict[str, Product] = {product.name: product for product in (
+    _single("qwen3vl-8b", "qwen3vl_8b", "qwen_results", "tab:qwen_results"),
+    _single("qwen3vl-8b-r035", "qwen3vl_8b_r035", "qwen_0.35_results", "tab:qwen_0.35_results"),
+    _single("qwen3vl-32b", "qwen3vl_32b", "qwen3vl_32b", "tab:qwen3vl_32b"),
+    _single("qwen3vl-moe", "qwen3vl_moe", "qwen3vl_moe", "tab:qwen3vl_moe"),
+    _single("llava-ov-7b", "llava_ov", "llava_ov_results", "tab:llava_ov_results + fig:llava_ov_efficiency",
+            figures=("llava-ov-efficiency",)),
+    _single("llava-video-7b", "llava_video", "llava_video_results", "tab:llava_video_results"),
+    _single("efficiency", "efficiency", "efficiency_comparison", "tab:efficiency_comparison"),
+    _single("rope", "rope", "rope", "tab:rope"),
+    Product("ablations", ("ablation_temporal", "ablation_spatial", "ablation_hparams"), (
+        TableOutput("ablation-temporal", "ablation_temporal_32_64", ("ablation_temporal",)),
+        TableOutput("ablation-spatial", "ablation_spatial", ("ablation_spatial",)),
+        TableOutput("ablation-hparams", "ablation_full_suppl", ("ablation_hparams",)),
+    ), description="tab:ablation_temporal_32_64, tab:ablation_spatial, tab:ablation_full_suppl"),
+    Product("frames", ("frame_scaling",), figures=("frame-scaling",), description="fig:frame_scaling"),
+    Product("budget-gains", ("budget_others",), figures=("budget-gains",), description="fig:ablation_budget_others"),
+    Product("budgets", (), figures=("budget-profiles",), description="fig:temporal_allocation"),
+    Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles",), out_dir="demo",
+            model="tiny_qwen3vl", description="the demo's table and a budget profile of one synthetic video"),
+)}
+
+
+def get_product(name: str) -> Product:
+    try:
+        return PRODUCTS[name]
+    except KeyError:
+        raise ValueError(f"unknown report target {name!r}; available: {', '.join(PRODUCTS)}") from None

@@ -1,0 +1,195 @@
+"""Fill a :class:`~vcast.report.layouts.Layout` from the tidy frame: values, Average, %, marks.
+
+Conventions (the paper's, so that a rebuilt table matches the published one number for number):
+
+* ``Average`` is the mean of the layout's ``average_of`` benchmarks, each taken at the one
+  decimal the table prints (rounded half up); ``Average%`` is the row's Average over the
+  reference (vanilla) Average of the same frame count, both at one decimal, times 100.
+* A value is ``ok``, ``oom`` (the cell ran out of memory), ``failed`` or ``missing`` (no cell);
+  a derived value with any such component is ``missing`` (printed ``–``, as the paper's ``-``).
+* Inside a ranked block, per column, the best printed value is marked ``best`` and the next
+  distinct one ``second`` (ties share a mark); the reference row is never ranked.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from vcast.report.layouts import DERIVED_KEYS, REFERENCE, Column, Layout, Row, Section
+from vcast.report.names import latex, method_latex, method_name, model_name, paper_name
+
+logger = logging.getLogger(__name__)
+
+
+def round_half_up(value: float, digits: int) -> float:
+    """``value`` rounded as a person would (2.45 -> 2.5), ignoring float noise below 1e-9."""
+    quantum = Decimal(1).scaleb(-digits)
+    return float(Decimal(repr(round(value, 9))).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+@dataclass
+class Entry:
+    """One line of a rendered table: a section title, a block title, or a row of values."""
+
+    kind: str                                   # "section" | "block" | "row"
+    title: str = ""
+    frames: Optional[int] = None
+    ratio: Optional[float] = None
+    method: Optional[str] = None
+    label: str = ""                             # plain text (Markdown, CSV)
+    latex_label: str = ""
+    paper_method: str = ""                      # the row's name in paper_tables.csv
+    paper_table: str = ""
+    reference: bool = False
+    values: dict[str, float] = field(default_factory=dict)   # NaN where there is no number
+    states: dict[str, str] = field(default_factory=dict)     # ok | oom | failed | missing
+    marks: dict[str, str] = field(default_factory=dict)      # best | second
+    notes: dict[str, str] = field(default_factory=dict)      # efficiency: change vs the reference
+
+
+@dataclass
+class Table:
+    layout: Layout
+    model: str
+    entries: list[Entry]
+
+    @property
+    def rows(self) -> list[Entry]:
+        return [entry for entry in self.entries if entry.kind == "row"]
+
+
+class _Lookup:
+    """(frames, ratio, method, benchmark) -> (value, status) over the table's cells."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        # Where two experiments hold the same cell, a finished one wins, then the later experiment name.
+        ordered = frame.assign(_ok=frame["status"] == "ok").sort_values(["_ok", "experiment"], kind="stable")
+        dupes = ordered.duplicated(["frames", "ratio", "method", "benchmark"], keep="last")
+        if dupes.any():
+            logger.info("%d value(s) found in more than one experiment; using the finished/latest one",
+                        int(dupes.sum()))
+        self._values = {
+            (int(r.frames), round(float(r.ratio), 6), r.method, r.benchmark): (float(r.value), r.status)
+            for r in ordered[~dupes].itertuples(index=False)
+        }
+
+    def get(self, frames: int, ratio: float, method: str, benchmark: str) -> tuple[float, str]:
+        return self._values.get((frames, round(ratio, 6), method, benchmark), (math.nan, "missing"))
+
+
+def _row_values(lookup: _Lookup, layout: Layout, frames: int, ratio: float, method: str) -> Entry:
+    entry = Entry("row", frames=frames, ratio=ratio, method=method)
+    for column in layout.columns:
+        if column.key in DERIVED_KEYS:
+            continue
+        value, state = lookup.get(frames, ratio, method, column.source or column.key)
+        entry.values[column.key], entry.states[column.key] = (value, "ok") if state == "ok" else (math.nan, state)
+    if layout.average_of:
+        parts = [lookup.get(frames, ratio, method, name) for name in layout.average_of]
+        if all(state == "ok" for _, state in parts):
+            entry.values["Average"] = sum(round_half_up(v, 1) for v, _ in parts) / len(parts)
+            entry.states["Average"] = "ok"
+        else:
+            entry.values["Average"], entry.states["Average"] = math.nan, "missing"
+    return entry
+
+
+def _percent(entry: Entry, reference: Entry) -> None:
+    ours, base = entry.values.get("Average", math.nan), reference.values.get("Average", math.nan)
+    if math.isfinite(ours) and math.isfinite(base) and round_half_up(base, 1) > 0:
+        entry.values["Average%"] = round_half_up(ours, 1) / round_half_up(base, 1) * 100.0
+        entry.states["Average%"] = "ok"
+    else:
+        entry.values["Average%"], entry.states["Average%"] = math.nan, "missing"
+
+
+def _mark(rows: Sequence[Entry], columns: Sequence[Column]) -> None:
+    for column in columns:
+        printed = {id(row): round_half_up(row.values[column.key], column.digits)
+                   for row in rows if row.states.get(column.key) == "ok"}
+        if len(printed) < 2:
+            continue  # nothing to rank against
+        distinct = sorted(set(printed.values()), reverse=column.higher_is_better)
+        for row in rows:
+            if id(row) in printed:
+                if printed[id(row)] == distinct[0]:
+                    row.marks[column.key] = "best"
+                elif len(distinct) > 1 and printed[id(row)] == distinct[1]:
+                    row.marks[column.key] = "second"
+
+
+def _efficiency_notes(entry: Entry, reference: Entry, columns: Sequence[Column]) -> None:
+    """The paper's annotations: % change of latency/memory, x-factor of throughput, point change of score."""
+    for column in columns:
+        ours, base = entry.values.get(column.key, math.nan), reference.values.get(column.key, math.nan)
+        if not (math.isfinite(ours) and math.isfinite(base)) or base == 0:
+            continue
+        if column.key == "Throughput_items_per_s":
+            entry.notes[column.key] = f"{ours / base:.2f}×"
+        elif column.key == "Performance":
+            diff = ours - base
+            entry.notes[column.key] = f"{'↓' if diff < 0 else '↑'}{abs(diff):.1f}"
+        else:
+            change = (ours / base - 1.0) * 100.0
+            entry.notes[column.key] = f"{'↓' if change < 0 else '↑'}{abs(change):.1f}%"
+
+
+def _labelled(entry: Entry, row: Row, layout: Layout, section: Section, model: str) -> Entry:
+    plain = row.label or method_name(row.method)
+    entry.label = plain
+    entry.latex_label = latex(row.label) if row.label else method_latex(row.method)
+    entry.paper_method = row.paper or paper_name(plain)
+    entry.paper_table = section.paper_table or layout.label
+    return entry
+
+
+def build_table(frame: pd.DataFrame, layout: Layout, *, model: Optional[str] = None,
+                experiments: Optional[Sequence[str]] = None) -> Table:
+    """``layout`` filled from ``frame`` (the tidy frame of :func:`vcast.report.collect.collect`).
+
+    Args:
+        frame: tidy rows; only ``model`` (default: the layout's) and, when given, ``experiments``
+            are used; an efficiency layout reads its ``task`` only.
+    """
+    model = model or layout.model
+    rows = frame[frame["model"] == model]
+    if experiments:
+        rows = rows[rows["experiment"].isin(list(experiments))]
+    if layout.task:
+        rows = rows[rows["task"] == layout.task]
+    if rows.empty and not frame.empty:
+        logger.warning("%s: no cells of model %s%s; every value is missing", layout.label, model,
+                       f" in experiment(s) {', '.join(experiments)}" if experiments else "")
+    lookup = _Lookup(rows)
+    entries: list[Entry] = []
+    for section in layout.sections:
+        if section.title:
+            entries.append(Entry("section", title=section.title))
+        reference = _row_values(lookup, layout, section.frames, 1.0, REFERENCE)
+        plain_reference = section.reference_label or model_name(model)
+        _labelled(reference, Row(REFERENCE, label=plain_reference, paper=section.reference_label or model_name(layout.model)),
+                  layout, section, model)
+        reference.reference = True
+        if layout.has_percent:
+            _percent(reference, reference)
+        entries.append(reference)
+        for block in section.blocks:
+            if block.title:
+                entries.append(Entry("block", title=block.title))
+            block_rows = [_labelled(_row_values(lookup, layout, section.frames, block.ratio, row.method),
+                                    row, layout, section, model) for row in block.rows]
+            for entry in block_rows:
+                if layout.has_percent:
+                    _percent(entry, reference)
+                if layout.efficiency:
+                    _efficiency_notes(entry, reference, layout.columns)
+            if block.ranked:
+                _mark(block_rows, layout.columns)
+            entries.extend(block_rows)
+    return Table(layout, model, entries)
