@@ -5,17 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from vcast.report.__main__ import build_product, main
+from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
 from vcast.report.layouts import DERIVED_KEYS, LAYOUTS, generic_layout

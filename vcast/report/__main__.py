@@ -18,7 +18,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pandas as pd
 

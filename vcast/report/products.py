@@ -7,7 +7,7 @@ the figures (``<out>/<stem>.{png,pdf}``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 
