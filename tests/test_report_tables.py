@@ -320,3 +320,21 @@ def test_videomme_overall_comes_from_the_samples(tmp_path: Path, caplog: pytest.
     frame = collect(tmp_path).frame.set_index("benchmark")["value"]
     assert frame["VideoMME"] == pytest.approx(60.0) and frame["VideoMME-Long"] == pytest.approx(50.0)
     assert "55.00 in the results file but 60.00 from the samples" in caplog.text
+
+
+def test_one_row_per_cell_prefers_finished_then_oom_then_the_first_experiment(caplog: pytest.LogCaptureFixture) -> None:
+    from vcast.report.collect import COLUMNS, one_row_per_cell
+
+    def row(experiment: str, method: str, value: float, status: str) -> dict:
+        return dict(zip(COLUMNS, (experiment, "m", 32, 0.25, method, "mlvu", "MLVU", value, status, "")))
+
+    frame = pd.DataFrame([
+        row("b", "oom_vs_ok", float("nan"), "oom"), row("a", "oom_vs_ok", 60.0, "ok"),
+        row("a", "failed_vs_oom", float("nan"), "failed"), row("b", "failed_vs_oom", float("nan"), "oom"),
+        row("b", "tie", 51.0, "ok"), row("a", "tie", 50.0, "ok"),
+    ])
+    picked = one_row_per_cell(frame, ["method", "benchmark"]).set_index("method")
+    assert picked.loc["oom_vs_ok", "status"] == "ok" and picked.loc["oom_vs_ok", "value"] == 60.0
+    assert picked.loc["failed_vs_oom", "status"] == "oom"
+    assert picked.loc["tie", "experiment"] == "a" and picked.loc["tie", "value"] == 50.0
+    assert "conflicting values" in caplog.text

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
-from vcast.report.collect import collect
+from vcast.report.collect import COLUMNS, collect
 from vcast.report.export import write_table
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
@@ -97,8 +97,7 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
                   paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None) -> tuple[list[Path], list[str]]:
     """Write the product's tables and figures; returns (written paths, problems)."""
     collection = collect(results) if results.is_dir() else None
-    frame = collection.frame if collection else pd.DataFrame(
-        columns=["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell"])
+    frame = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
     problems = list(collection.problems) if collection else [f"no results folder {results}"]
     out_dir = out or (results / product.out_dir if product.out_dir else None)
     written: list[Path] = []

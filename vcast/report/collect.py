@@ -16,12 +16,13 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings, read_samples
-from vcast.sweep.cell import CELL_FILE, DONE_FILE
+from vcast.sweep.cell import CELL_FILE, why_incomplete
 
 logger = logging.getLogger(__name__)
 
@@ -58,11 +59,10 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         return [{**base, "benchmark": name, "value": math.nan, "status": status} for name in scoring.benchmarks]
     if status != "ok":
         raise MalformedCell(f"status {status!r} (expected ok, oom or failed)")
-    if not (cell_dir / DONE_FILE).is_file():
-        raise MalformedCell(f"status ok but no {DONE_FILE} marker (a cell copied mid-write?)")
-    results_path = cell_dir / str(record.get("results_file") or "")
-    if not record.get("results_file") or not results_path.is_file():
-        raise MalformedCell(f"results file {record.get('results_file')!r} is missing")
+    reason = why_incomplete(cell_dir, record)
+    if reason:
+        raise MalformedCell(f"status ok but {reason} (a cell copied mid-write?)")
+    results_path = cell_dir / record["results_file"]
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except ValueError as error:
@@ -81,6 +81,22 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         if isinstance(value, (int, float)):
             rows.append({**base, "benchmark": column, "value": float(value), "status": "ok"})
     return rows
+
+
+def one_row_per_cell(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """``frame`` with one row per ``keys`` where experiments overlap (the same cell run twice).
+
+    A finished row with a number wins, then an OOM row, then any other (failed); among equals the
+    first experiment in sorted order. Two finished rows that disagree are logged.
+    """
+    finished = (frame["status"] == "ok") & np.isfinite(frame["value"].astype(float))
+    rank = np.where(finished, 0, np.where(frame["status"] == "oom", 1, 2))
+    ordered = frame.assign(_rank=rank).sort_values(["_rank", "experiment"], kind="stable")
+    for key, group in ordered[ordered["_rank"] == 0].groupby(list(keys)):
+        if group["value"].nunique() > 1:
+            logger.warning("conflicting values for %s in experiments %s: %s; using the first", key,
+                           group["experiment"].tolist(), group["value"].tolist())
+    return ordered.drop_duplicates(list(keys), keep="first").drop(columns="_rank")
 
 
 def collect(root: Path, *, config_dir: Path = CONFIG_DIR,

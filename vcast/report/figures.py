@@ -31,12 +31,14 @@ from matplotlib.transforms import blended_transform_factory
 
 from vcast.atomic_files import atomic_write_bytes
 from vcast.report.budget_profile import ALLOCATION_LABELS
+from vcast.report.collect import one_row_per_cell
+from vcast.report.layouts import REFERENCE
+from vcast.report.scoring import CONFIG_DIR
 from vcast.report.names import method_name, model_name
 
 logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("model", "frames", "ratio", "method", "benchmark", "value", "status")
-REFERENCE = "vanilla"
 OK, OOM = "ok", "oom"
 FORMATS = ("png", "pdf")
 PNG_DPI = 200
@@ -50,8 +52,7 @@ ALLOCATION_COLORS: dict[str, tuple[float, float, float]] = {
 GAIN_COLORS = ("0.65", ALLOCATION_COLORS["curvature"])  # original, + V-CAST budgeting
 METHOD_ORDER = ("vanilla", "visionzip", "vidcom2", "fastvid", "holitom", "flashvid", "vcast",
                 "visionzip_vcast", "vidcom2_vcast")
-# configs/experiment/frame_scaling.yaml's methods besides vanilla.
-FRAME_SCALING_METHODS = ("visionzip", "fastvid", "holitom", "vidcom2", "flashvid", "vcast")
+FRAME_SCALING_EXPERIMENT = CONFIG_DIR / "experiment" / "frame_scaling.yaml"
 METRIC_LABELS = {
     "PrefillLatency_s": "Prefill latency (s)",
     "GenerationLatency_s": "Generation latency (s)",
@@ -103,9 +104,8 @@ def _cells(df: pd.DataFrame, *, model: str, methods: Sequence[str], ratio: float
            frames: Optional[int] = None, task: Optional[str] = None) -> pd.DataFrame:
     """One row per (method, frames, benchmark): vanilla at ratio 1, the others at ``ratio``.
 
-    The same cell can appear in several experiments (grids overlap); an ``ok`` row with a value
-    wins over an ``oom`` row, which wins over anything else, and ties go to the first experiment
-    in sorted order (deterministic).
+    The same cell can appear in several experiments (grids overlap): the rule of
+    :func:`vcast.report.collect.one_row_per_cell` picks one. Failed cells are dropped.
     """
     _check_columns(df)
     at_ratio = np.where(df["method"] == REFERENCE, np.isclose(df["ratio"], 1.0), np.isclose(df["ratio"], ratio))
@@ -117,17 +117,12 @@ def _cells(df: pd.DataFrame, *, model: str, methods: Sequence[str], ratio: float
         if "task" not in df.columns:
             raise ValueError(f"the results frame lacks the task column needed to pick task={task!r}")
         keep &= df["task"] == task
-    rows = df[keep].copy()
-    usable = (rows["status"] == OK) & np.isfinite(rows["value"].astype(float))
-    rows["rank"] = np.where(usable, 0, np.where(rows["status"] == OOM, 1, 2))
-    rows = rows[rows["rank"] < 2]
-    order = ["rank"] + (["experiment"] if "experiment" in rows.columns else [])
-    rows = rows.sort_values(order, kind="stable")
-    for key, group in rows[rows["rank"] == 0].groupby(["method", "frames", "benchmark"]):
-        if group["value"].nunique() > 1:
-            logger.warning("conflicting values for %s: %s; using the first", key, group["value"].tolist())
-    cells = rows.drop_duplicates(["method", "frames", "benchmark"], keep="first")
-    return cells.drop(columns="rank").reset_index(drop=True)
+    rows = df[keep]
+    if "experiment" not in rows.columns:
+        rows = rows.assign(experiment="")
+    cells = one_row_per_cell(rows, ["method", "frames", "benchmark"])
+    finished = (cells["status"] == OK) & np.isfinite(cells["value"].astype(float))
+    return cells[finished | (cells["status"] == OOM)].reset_index(drop=True)
 
 
 def _ordered_methods(present: Sequence[str]) -> list[str]:
@@ -159,18 +154,25 @@ def _figure_legend(figure: Figure, axes: Sequence[Axes], columns: int) -> None:
 # fig:frame_scaling
 # ---------------------------------------------------------------------------------------------
 
+def frame_scaling_methods() -> list[str]:
+    """The methods of ``configs/experiment/frame_scaling.yaml`` (the figure plots that grid)."""
+    import yaml
+
+    config = yaml.safe_load(FRAME_SCALING_EXPERIMENT.read_text(encoding="utf-8"))
+    return [m.strip() for m in str(config["hydra"]["sweeper"]["params"]["method"]).split(",")]
+
+
 def build_frame_scaling(df: pd.DataFrame, *, model: str = "qwen3vl_8b", ratio: float = 0.25,
                         benchmarks: Sequence[str] = ("LongVideoBench", "MLVU", "VideoMME-Long", "EgoSchema"),
                         methods: Optional[Sequence[str]] = None) -> Figure:
     """Accuracy against frame count, one panel per benchmark, one line per method.
 
     Vanilla is taken at ratio 1, every other method at ``ratio``; ``methods=None`` means the
-    methods of the ``frame_scaling`` experiment (:data:`FRAME_SCALING_METHODS`), so ablation
+    methods of the ``frame_scaling`` experiment (:func:`frame_scaling_methods`), so ablation
     rows at the same ratio stay out. OOM cells are an ``x`` at the bottom of the panel,
     labelled ``OOM``; failed and missing cells are skipped.
     """
-    _check_columns(df)
-    wanted = [REFERENCE] + [m for m in (methods or FRAME_SCALING_METHODS) if m != REFERENCE]
+    wanted = [REFERENCE] + [m for m in (methods or frame_scaling_methods()) if m != REFERENCE]
     cells = _cells(df, model=model, methods=wanted, ratio=ratio, benchmarks=benchmarks)
     if cells.empty:
         raise _no_data("frame_scaling", model=model, ratio=ratio, methods=wanted, benchmarks=list(benchmarks))

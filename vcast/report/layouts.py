@@ -13,13 +13,12 @@ from typing import Optional
 
 import pandas as pd
 
+from vcast.report.collect import EFFICIENCY_COLUMNS
 from vcast.report.names import method_name
 
 REFERENCE = "vanilla"
 DERIVED_KEYS = ("Average", "Average%")  # computed by the table builder, not read from cells
 MAIN_AVERAGE = ("MVBench", "LongVideoBench", "MLVU", "VideoMME")
-EFFICIENCY_METRICS = ("PrefillLatency_s", "GenerationLatency_s", "TotalLatency_s", "PeakMemory_MB",
-                      "Throughput_items_per_s")
 
 
 @dataclass(frozen=True)
@@ -182,8 +181,6 @@ LAYOUTS: dict[str, Layout] = {layout.key: layout for layout in (
 def generic_layout(frame: pd.DataFrame, model: str, key: str = "results") -> Layout:
     """A table of whatever ``frame`` holds for ``model``: one column per benchmark, one section per
     frame count, one block per ratio (for experiments without a paper layout, e.g. the demo)."""
-    from vcast.report.collect import EFFICIENCY_COLUMNS
-
     rows = frame[frame["model"] == model]
     if rows.empty:
         raise ValueError(f"no cells of model {model!r} (found: {', '.join(sorted(frame['model'].unique())) or 'none'})")

@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from vcast.report.collect import one_row_per_cell
 from vcast.report.layouts import DERIVED_KEYS, REFERENCE, Column, Layout, Row, Section
 from vcast.report.names import latex, method_latex, method_name, model_name, paper_name
 
@@ -68,15 +69,10 @@ class _Lookup:
     """(frames, ratio, method, benchmark) -> (value, status) over the table's cells."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
-        # Where two experiments hold the same cell, a finished one wins, then the later experiment name.
-        ordered = frame.assign(_ok=frame["status"] == "ok").sort_values(["_ok", "experiment"], kind="stable")
-        dupes = ordered.duplicated(["frames", "ratio", "method", "benchmark"], keep="last")
-        if dupes.any():
-            logger.info("%d value(s) found in more than one experiment; using the finished/latest one",
-                        int(dupes.sum()))
+        unique = one_row_per_cell(frame, ["frames", "ratio", "method", "benchmark"])
         self._values = {
             (int(r.frames), round(float(r.ratio), 6), r.method, r.benchmark): (float(r.value), r.status)
-            for r in ordered[~dupes].itertuples(index=False)
+            for r in unique.itertuples(index=False)
         }
 
     def get(self, frames: int, ratio: float, method: str, benchmark: str) -> tuple[float, str]:

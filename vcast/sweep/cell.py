@@ -59,12 +59,22 @@ def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:
         return None
 
 
+def why_incomplete(cell_dir: Path, record: Optional[dict[str, Any]] = None) -> Optional[str]:
+    """Why ``cell_dir`` is not a finished cell, or None when it is (the done marker,
+    ``status == "ok"`` and its results file all present). ``record``: its ``cell.json`` if read."""
+    if not (cell_dir / DONE_FILE).is_file():
+        return f"no {DONE_FILE} marker"
+    record = record if record is not None else read_cell(cell_dir)
+    if record is None:
+        return f"{CELL_FILE} missing or unreadable"
+    if record.get("status") != "ok":
+        return f"status {record.get('status')!r}"
+    results = record.get("results_file")
+    if not results or not (cell_dir / results).is_file():
+        return f"results file {results!r} is missing"
+    return None
+
+
 def is_complete(cell_dir: Path) -> bool:
     """A finished cell: the done marker, ``status == "ok"`` and its results file all present."""
-    if not (cell_dir / DONE_FILE).is_file():
-        return False
-    cell = read_cell(cell_dir)
-    if cell is None or cell.get("status") != "ok":
-        return False
-    results = cell.get("results_file")
-    return bool(results) and (cell_dir / results).is_file()
+    return why_incomplete(cell_dir) is None

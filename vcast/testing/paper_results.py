@@ -22,6 +22,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from vcast.atomic_files import atomic_write_json, atomic_write_text
+from vcast.report.collect import COLUMNS, EFFICIENCY_COLUMNS
 from vcast.report.layouts import DERIVED_KEYS, LAYOUTS, Layout
 from vcast.report.names import model_name
 from vcast.report.paper import PaperTables
@@ -44,9 +45,7 @@ EGOSCHEMA_QUESTIONS = 500
 VIDEOMME_PER_DURATION = 900
 DURATIONS = ("short", "medium", "long")
 TOLERANCE = 0.1
-EFFICIENCY_KEYS = {"PrefillLatency_s": "prefill_latency_s", "GenerationLatency_s": "generation_latency_s",
-                   "TotalLatency_s": "total_latency_s", "PeakMemory_MB": "peak_memory_mb",
-                   "Throughput_items_per_s": "throughput_items_per_s"}
+EFFICIENCY_KEYS = {column: key for key, column in EFFICIENCY_COLUMNS.items()}  # paper column -> cell.json field
 DATE = "20260101_000000"
 
 
@@ -74,7 +73,6 @@ def videomme_counts(overall: float, groups: dict[str, float]) -> tuple[dict[str,
     centre = round(overall * 3 * per / 100)
     totals = sorted((t for t in range(centre - 2, centre + 3) if abs(t * 100 / (3 * per) - overall) < 0.05 - 1e-9),
                     key=lambda t: abs(t * 100 / (3 * per) - overall))  # ties in error keep the closest total
-    total = centre
     fixed = [d for d in DURATIONS if d in groups]
     free = [d for d in DURATIONS if d not in groups]
     ranges = [range(max(0, round(groups[d] * per / 100) - 2), min(per, round(groups[d] * per / 100) + 2) + 1)
@@ -86,7 +84,7 @@ def videomme_counts(overall: float, groups: dict[str, float]) -> tuple[dict[str,
         if not free and rest != 0:
             continue
         if free:  # share the rest evenly among unpublished durations
-            shares = [rest // len(free) + (1 if i < rest % len(free) else 0) for i in range(len(free))]
+            shares = _even_split(rest, len(free))
             if any(not 0 <= s <= per for s in shares):
                 continue
             counts.update(zip(free, shares))
@@ -97,15 +95,20 @@ def videomme_counts(overall: float, groups: dict[str, float]) -> tuple[dict[str,
         return best, True
     # Inconsistent paper row: keep the overall exactly, spread it over durations like the groups.
     weights = {d: groups.get(d, overall) for d in DURATIONS}
-    scale = total / sum(w * per / 100 for w in weights.values())
+    scale = centre / sum(w * per / 100 for w in weights.values())
     counts = {d: min(per, round(weights[d] * per / 100 * scale)) for d in DURATIONS}
-    counts["long"] += total - sum(counts.values())
+    counts["long"] += centre - sum(counts.values())
     return counts, False
+
+
+def _even_split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` integers differing by at most one (the first ones larger)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def _spread(total: int, parts: int, cap: int) -> list[int]:
     """``total`` split into ``parts`` integers in [0, cap], unequal (so a mean differs from a median)."""
-    base = [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+    base = _even_split(total, parts)
     for i in range(0, parts - 1, 2):  # move some answers between neighbours, keeping the sum
         shift = min(3 * (i % 4 + 1), cap - base[i], base[i + 1])
         base[i] += shift
@@ -113,7 +116,7 @@ def _spread(total: int, parts: int, cap: int) -> list[int]:
     return base
 
 
-def _results_json(model: str, tasks: dict[str, dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+def _results_json(tasks: dict[str, dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
     """A results file shaped like lmms-eval 0.7.3's."""
     results = {name: {"alias": name, **{f"{k},none": v for k, v in metrics.items()},
                       **{f"{k}_stderr,none": "N/A" for k in metrics}} for name, metrics in tasks.items()}
@@ -135,12 +138,12 @@ def _task_files(scoring: TaskScoring, values: dict[str, float]) -> tuple[dict[st
                               len(MVBENCH_SUBTASKS), MVBENCH_PER_SUBTASK)
         tasks = {f"mvbench_{sub}": {"mvbench_accuracy": 100.0 * right / MVBENCH_PER_SUBTASK}
                  for sub, right in zip(MVBENCH_SUBTASKS, per_subtask)}
-        return _results_json("paper", tasks, {t: MVBENCH_PER_SUBTASK for t in tasks}), None, True
+        return _results_json(tasks, {t: MVBENCH_PER_SUBTASK for t in tasks}), None, True
     if name in ("longvideobench", "egoschema"):
         lmms_task, metric = next(iter(scoring.metrics.items()))
         questions = LVB_QUESTIONS if name == "longvideobench" else EGOSCHEMA_QUESTIONS
         fraction = round(values[benchmark] * questions / 100) / questions
-        return _results_json("paper", {lmms_task: {metric: fraction}}, {lmms_task: questions}), None, True
+        return _results_json({lmms_task: {metric: fraction}}, {lmms_task: questions}), None, True
     if name == "videomme":
         columns = scoring.breakdown.columns
         groups = {d: values[columns[d]] for d in DURATIONS if columns[d] in values}
@@ -156,12 +159,12 @@ def _task_files(scoring: TaskScoring, values: dict[str, float]) -> tuple[dict[st
                                                               "pred_answer": "A" if score else "B", "answer": "A",
                                                               "score": score}})
         overall = 100.0 * sum(counts.values()) / (3 * VIDEOMME_PER_DURATION)
-        results = _results_json("paper", {"videomme": {"videomme_perception_score": overall}}, {"videomme": len(samples)})
+        results = _results_json({"videomme": {"videomme_perception_score": overall}}, {"videomme": len(samples)})
         return results, samples, matched
     # Benchmarks reported as one percentage (MLVU, the synthetic one): the value itself.
     lmms_task, metric = next(iter(scoring.metrics.items()))
     value = values[benchmark] / (100.0 if scoring.scale == "fraction" else 1.0)
-    return _results_json("paper", {lmms_task: {metric: value}}, {lmms_task: 1}), None, True
+    return _results_json({lmms_task: {metric: value}}, {lmms_task: 1}), None, True
 
 
 def _spec(experiment: str, model: str, frames: int, ratio: float, method: str, scoring: TaskScoring) -> CellSpec:
@@ -209,8 +212,7 @@ def write_paper_results(root: Path, paper: Optional[PaperTables] = None) -> list
     published numbers cannot all be produced by one consistent run."""
     paper = paper or PaperTables()
     scorings = load_task_scorings()
-    empty = pd.DataFrame(columns=["experiment", "model", "frames", "ratio", "method", "task", "benchmark",
-                                  "value", "status", "cell"])
+    empty = pd.DataFrame(columns=COLUMNS)
     unmatched: list[Unmatched] = []
     written: set[Path] = set()
     for product in PRODUCTS.values():
