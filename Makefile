@@ -21,7 +21,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE))
 
-.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-prefill clean \
+.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-baselines bench-prefill clean \
 	report-list $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -61,7 +61,7 @@ $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 demo: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
 	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
 	$(BIN)/python -m vcast.sweep.status results/demo
-	$(BIN)/python -m vcast.report build demo --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
+	$(BIN)/python -m vcast.report build demo --kept-tokens --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
 
 $(REPORT_TABLES): table-%: $(STAMP)
 	$(REPORT) $*
@@ -93,6 +93,9 @@ sweep: $(STAMP)
 
 bench-select: $(STAMP)
 	$(BIN)/python scripts/bench_select.py
+
+bench-baselines: $(STAMP)
+	$(BIN)/python scripts/bench_baselines.py
 
 bench-prefill: $(STAMP)
 	$(BIN)/python scripts/bench_prefill.py

@@ -1,5 +1,12 @@
 """Re-implemented baseline compressors (one file per method).
 
-Each module registers its methods with :func:`vcast.register_method` when imported; import
-them here so that ``vcast.available_methods()`` lists them.
+Every module of this package is imported here, in name order, so each registers its methods
+with :func:`vcast.register_method` and ``vcast.available_methods()`` lists them. Shared helpers
+(clustering, output assembly) register nothing.
 """
+
+import importlib
+import pkgutil
+
+for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")

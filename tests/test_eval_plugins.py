@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,43 @@ def test_vanilla_is_the_untouched_model_and_vcast_prunes(arch: str, tiny_dirs: d
     dropped = record.video_tokens_total - record.video_tokens_kept
     assert record.prompt_tokens_after == [record.prompt_tokens_before[0] - dropped]
     assert record.prefill_s > 0 and record.decode_steps == 5
+
+
+BASELINES = [name for name in __import__("vcast").available_methods() if name not in ("vanilla", "vcast")]
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "llava_onevision"])
+@pytest.mark.parametrize("method", BASELINES)
+def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dirs: dict, clip: str) -> None:
+    """The lmms-eval entry point: each baseline compresses the benchmark clip and the log records
+    what the hooks really kept (exactly floor(r * T * P) unless the method defines its count)."""
+    context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
+    plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25)
+    plugin._generate(plugin._prepare([context], [[clip]]), {"max_new_tokens": 2}, "t", [0])
+    record = plugin.efficiency.records[-1]
+    (video,) = plugin.handle.stats.segments
+    assert record.video_tokens_kept == video.kept and record.video_tokens_total == video.total
+    assert 0 < video.kept < video.total
+    if method.endswith("_2x2"):  # one token per 2x2 cell of the frame's grid
+        side = round(video.tokens_per_frame**0.5) if arch == "llava_onevision" else None
+        if side is not None:
+            assert video.kept == video.frames * math.ceil(side / 2) ** 2
+    elif method not in ("dycoke", "framefusion_merge"):  # these two define their own count (see their files)
+        assert video.kept == int(0.25 * video.total)
+
+
+def test_plugin_passes_method_parameters_as_strings(tiny_dirs: dict, clip: str) -> None:
+    """model_args arrive as strings: VisionZip + V-CAST budgeting (temporal=curvature) gives V-CAST's
+    per-frame budgets, plain VisionZip equal ones."""
+    context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
+    budgets = {}
+    for method, params in (("visionzip", {"temporal": "curvature"}), ("vcast", {}), ("visionzip", {})):
+        plugin = _plugin("qwen3_vl", tiny_dirs, method=method, ratio=0.25, **params)
+        plugin._generate(plugin._prepare([context], [[clip]]), {"max_new_tokens": 1}, "t", [0])
+        budgets[(method, bool(params))] = plugin.handle.stats.segments[0].budgets
+    assert budgets[("visionzip", True)] == budgets[("vcast", False)]
+    assert max(budgets[("visionzip", False)]) - min(budgets[("visionzip", False)]) <= 1
+    assert budgets[("visionzip", True)] != budgets[("visionzip", False)]
 
 
 @pytest.mark.parametrize("args, bad", [

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
@@ -20,7 +21,7 @@ from vcast.report.layouts import DERIVED_KEYS, LAYOUTS, generic_layout
 from vcast.report.names import model_name
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.products import PRODUCTS
-from vcast.report.scoring import load_task_scorings
+from vcast.report.scoring import CONFIG_DIR, load_task_scorings
 from vcast.report.tables import build_table, round_half_up
 from vcast.testing.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
 
@@ -292,22 +293,30 @@ def test_make_table_target_report_only(paper_tree: tuple[Path, list[Unmatched]],
 @pytest.mark.slow
 def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(tiny_dirs: dict, synth_data: Path,
                                                                     tmp_path: Path) -> None:
-    """`build demo --run`: the real demo sweep (tiny Qwen3-VL through lmms-eval), then its report."""
+    """`build demo --run`: the real demo sweep (tiny Qwen3-VL through lmms-eval, every method), then
+    its report."""
     results = tmp_path / "results"
     args = ["build", "demo", "--results", str(results), "--run", "--frames", "8",
             "--model-dir", str(tiny_dirs["qwen3_vl"]), "--max-pixels", "16384", "--min-pixels", "4096",
-            "--sweep-args", f"model.pretrained={tiny_dirs['qwen3_vl']} frames=8 limit=3"]
+            "--kept-tokens", "--sweep-args", f"model.pretrained={tiny_dirs['qwen3_vl']} frames=8 limit=2"]
     assert main(args) == 0
     out = results / "demo"
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
         "budget-profiles.pdf", "budget-profiles.png", "demo.csv", "demo.md", "demo.tex"]
     rows = list(csv.DictReader((out / "demo.csv").open()))
-    assert [(r["frames"], r["ratio"], r["method"]) for r in rows] == [("8", "1", "vanilla"), ("8", "0.25", "vcast")]
+    demo_methods = yaml.safe_load((CONFIG_DIR / "experiment" / "demo.yaml").read_text())["hydra"]["sweeper"]["params"]["method"]
+    assert sorted((r["frames"], r["ratio"], r["method"]) for r in rows) == sorted(
+        ("8", "1" if m == "vanilla" else "0.25", m) for m in demo_methods.split(","))
+    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods())  # the demo shows them all
     # The table's numbers are the cells' own scores.
     cells = {json.loads(p.read_text())["spec"]["method"]: json.loads(p.read_text())
              for p in out.rglob("cell.json")}
     for row in rows:
-        assert float(row["VCastSynth"]) == pytest.approx(cells[row["method"]]["scores"]["vcast_synth"]["vcast_synth_acc"])
+        cell = cells[row["method"]]
+        assert float(row["VCastSynth"]) == pytest.approx(cell["scores"]["vcast_synth"]["vcast_synth_acc"])
+        efficiency = cell["efficiency"]
+        kept = 100 * efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
+        assert float(row["KeptPct"]) == pytest.approx(kept)
     assert (out / "budget-profiles.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -338,3 +347,30 @@ def test_one_row_per_cell_prefers_finished_then_oom_then_the_first_experiment(ca
     assert picked.loc["failed_vs_oom", "status"] == "oom"
     assert picked.loc["tie", "experiment"] == "a" and picked.loc["tie", "value"] == 50.0
     assert "conflicting values" in caplog.text
+
+
+def test_kept_tokens_column_is_the_mean_real_retention_over_the_row_tasks(tmp_path: Path) -> None:
+    """--kept-tokens: the share of video tokens each method really kept (cell.json), averaged over
+    the row's tasks, shown unranked next to the scores."""
+    scorings = load_task_scorings()
+    kept = {("vanilla", "mlvu"): 100, ("vanilla", "videomme"): 100, ("vcast", "mlvu"): 25, ("vcast", "videomme"): 26,
+            ("dycoke", "mlvu"): 46, ("dycoke", "videomme"): 48}
+    for (method, task), tokens in kept.items():
+        ratio = 1.0 if method == "vanilla" else 0.25
+        spec = _spec("t", "m", 32, ratio, method, scorings[task])
+        results, samples, _ = _task_files(scorings[task], {scorings[task].benchmark: 60.0})
+        write_cell(tmp_path, spec, "ok", results, samples,
+                   efficiency={"mean_video_tokens_kept": tokens, "mean_video_tokens_total": 100})
+    frame = collect(tmp_path).frame
+    assert set(frame.loc[frame["benchmark"] == "KeptTokens", "value"]) == {100.0, 25.0, 26.0, 46.0, 48.0}
+    layout = LAYOUTS["ablation_temporal_32_64"]
+    plain = build_table(frame, layout, model="m")
+    assert "KeptPct" not in [c.key for c in plain.layout.columns]
+    table = build_table(frame, layout, model="m", kept_tokens=True)
+    rows = {r.method: r for r in table.rows if r.frames == 32}
+    assert rows["vanilla"].values["KeptPct"] == pytest.approx(100.0)
+    assert rows["vcast"].values["KeptPct"] == pytest.approx(25.5)
+    assert "KeptPct" not in rows["vcast"].marks and "KeptPct" not in rows["vanilla"].marks
+    assert "Kept %" in markdown_text(table) and ",25.5" in csv_text(table)
+    # The generic layout of an experiment never mistakes the kept-token rows for a benchmark.
+    assert "KeptPct" not in [c.key for c in generic_layout(frame, "m").columns]

@@ -55,3 +55,15 @@ def test_bench_prefill_runs_and_checks_the_ideal_matches(arch: str, tiny_dirs: d
     assert set(ratios) == {"b/a", "b/c"} and all(float(v) > 0 for v in ratios.values())
     difference = float(re.search(r"max \|logits b - c\| = (\S+)", out).group(1))
     assert difference <= 1e-4
+
+
+@pytest.mark.slow
+def test_bench_baselines_times_every_method_next_to_vcast():
+    out = run("scripts/bench_baselines.py", "--frames", "6", "--side", "4", "--dim", "16", "--repeats", "1",
+              "--warmup", "0", "--dtype", "float32")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    import vcast
+
+    assert set(rows) == set(vcast.available_methods()) - {"vanilla"}
+    assert rows["vcast"][1:3] == ["prune", "24"] and float(rows["vcast"][4]) == 1.0  # floor(0.25 * 6 * 16)
+    assert rows["avgpool_2x2"][1:3] == ["merge", "24"] and rows["visionzip"][1:3] == ["merge", "24"]

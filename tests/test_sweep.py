@@ -192,6 +192,27 @@ def test_failing_cells_record_the_error_and_are_retried(tiny_dirs: dict, synth_d
 # Sweeps ----------------------------------------------------------------------------------------
 
 @pytest.mark.slow
+def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """Method configs -> sweep -> lmms-eval plugin on the tiny LLaVA-OneVision: a merging method that
+    reads the vision encoder (VisionZip + V-CAST budgeting, its params from the config), a pure
+    pruning one and one with its own budget, each cell ok with the tokens it really kept."""
+    command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "experiment=demo", "model=tiny_llava_ov",
+               f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2",
+               "method=visionzip_vcast,vidcom2,dycoke", "-m"]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    cells = {path.parts[-4]: json.loads(path.read_text()) for path in tmp_path.rglob("cell.json")}
+    assert sorted(cells) == ["dycoke", "vidcom2", "visionzip_vcast"]
+    for name, record in cells.items():
+        assert record["status"] == "ok", record.get("log_tail")
+        efficiency = record["efficiency"]
+        share = efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
+        assert share == pytest.approx(0.25, abs=0.01) if name != "dycoke" else share > 0.4
+    assert cells["visionzip_vcast"]["spec"]["method_params"] == {"temporal": "curvature"}
+
+
+@pytest.mark.slow
 def test_killed_sweep_rerun_completes_only_the_missing_cells(tiny_dirs: dict, synth_data: Path,
                                                              tmp_path: Path) -> None:
     results = tmp_path / "results"

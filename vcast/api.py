@@ -19,15 +19,17 @@ def select(frames: torch.Tensor, ratio: float, method: str = "vcast", **params: 
             each), on any device and in any float dtype.
         ratio: retention ratio in (0, 1]; 1 keeps every token.
         method: a name from :func:`vcast.available_methods`.
-        **params: the method's own parameters (and extra inputs such as attention maps).
+        **params: the method's own parameters, and the model inputs it declares
+            (:func:`vcast.registry.method_inputs`, e.g. ``vision_attention`` [T, P]).
     Returns:
-        :class:`vcast.Selection` with ``keep`` [K] ascending flat indices and ``budgets`` [T].
+        :class:`vcast.Selection` with ``keep`` [K] ascending flat indices and ``budgets`` [T]
+        (and ``tokens`` [K, D] for merging methods).
     Raises:
         ValueError: naming the bad value (ratio, shape, non-finite input, unknown method or
             parameter, or a parameter out of range).
     """
     compressor = get_method(method)
-    check_params(method, params)
+    check_params(method, params, allow_inputs=True)
     ratio = check_ratio(ratio)
     check_frames(frames)
     return compressor(frames, ratio, **params)

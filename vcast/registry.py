@@ -2,6 +2,17 @@
 
 V-CAST registers itself from :mod:`vcast.methods`; the baselines register from the top-level
 ``baselines`` package, which is imported the first time a name is looked up.
+
+A compressor may also need **model inputs** beyond the tokens, declared at registration and
+supplied by the adapters (only to methods that declare them, so nothing is computed for the
+others). They are keyword-only arguments of the compressor, not user parameters:
+
+- ``grid``: ``(h, w)``, the token grid of one frame (``h * w == P``).
+- ``vision_attention``: float ``[T, P]``, the attention each token received in the vision
+  encoder's feature layer, averaged over heads and queries (column mean), pooled onto the
+  LLM token grid like the tokens themselves.
+- ``vision_keys``: float ``[T, P, d]``, that layer's keys averaged over heads (pre-projector
+  features, VisionZip's merge metric), pooled the same way.
 """
 
 from __future__ import annotations
@@ -18,17 +29,30 @@ logger = logging.getLogger(__name__)
 Compressor = Callable[..., Selection]
 
 _REGISTRY: dict[str, Compressor] = {}
+_INPUTS: dict[str, tuple[str, ...]] = {}
+MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
 
 
-def register_method(name: str) -> Callable[[Compressor], Compressor]:
-    """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``."""
+def register_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Compressor], Compressor]:
+    """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``.
+
+    ``inputs``: the model inputs (names from ``MODEL_INPUTS``) the adapters must supply; each is
+    also a keyword-only argument of ``fn``.
+    """
+    unknown = sorted(set(inputs) - set(MODEL_INPUTS))
+    if unknown:
+        raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
 
     def decorator(fn: Compressor) -> Compressor:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"method {name!r} is already registered by {_REGISTRY[name].__module__}")
+        missing = [i for i in inputs if i not in inspect.signature(fn).parameters]
+        if missing:
+            raise ValueError(f"method {name!r} declares inputs {missing} that {fn.__name__} does not take")
         _REGISTRY[name] = fn
+        _INPUTS[name] = tuple(inputs)
         return fn
 
     return decorator
@@ -63,20 +87,36 @@ def get_method(name: str) -> Compressor:
     return _REGISTRY[name]
 
 
+def method_inputs(name: str) -> tuple[str, ...]:
+    """The model inputs (see the module docstring) that method ``name`` needs."""
+    get_method(name)
+    return _INPUTS[name]
+
+
 def method_params(name: str) -> dict[str, Any]:
-    """The keyword parameters of method ``name`` with their defaults."""
+    """The keyword parameters of method ``name`` with their defaults (model inputs excluded)."""
     signature = inspect.signature(get_method(name))
+    inputs = _INPUTS[name]
     return {
         p.name: p.default
         for p in signature.parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in inputs
     }
 
 
-def check_params(name: str, params: dict[str, Any]) -> None:
-    """ValueError naming any parameter that method ``name`` does not take."""
+def check_params(name: str, params: dict[str, Any], allow_inputs: bool = False) -> None:
+    """ValueError naming any parameter that method ``name`` does not take.
+
+    Model inputs are refused unless ``allow_inputs`` (``vcast.select`` takes them from the caller;
+    under ``attach`` the adapter supplies them).
+    """
     accepted = method_params(name)
-    unknown = sorted(set(params) - set(accepted))
+    inputs = _INPUTS[name]
+    given_inputs = sorted(set(params) & set(inputs))
+    if given_inputs and not allow_inputs:
+        raise ValueError(f"{', '.join(map(repr, given_inputs))} of method {name!r} come from the model "
+                         "(the adapter supplies them); they are not parameters")
+    unknown = sorted(set(params) - set(accepted) - set(inputs))
     if unknown:
         raise ValueError(
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for method {name!r}; "

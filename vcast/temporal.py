@@ -43,6 +43,43 @@ def curvature(directions: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     return 1.0 - cosine(steps[:-1], steps[1:], eps)
 
 
+def low_variance_unit_tokens(frames: torch.Tensor) -> torch.Tensor:
+    """VidCom2's token view: [T, P, D] -> [T, P, C] float32.
+
+    Keeps the ``C = max(1, int(D / 2))`` channels with the lowest population variance over all
+    ``T * P`` tokens (ties to the lower channel) and L2-normalises each token on them.
+    """
+    num_frames, tokens_per_frame, dim = frames.shape
+    flat = frames.reshape(-1, dim).float()
+    keep_channels = max(1, int(dim * UNIQUENESS_CHANNEL_FRACTION))
+    variance = flat.var(dim=0, unbiased=False)
+    channels = torch.sort(variance, stable=True).indices[:keep_channels]
+    tokens = torch.nn.functional.normalize(flat[:, channels], dim=-1, eps=EPS)
+    return tokens.view(num_frames, tokens_per_frame, keep_channels)
+
+
+def multiscale_gaussian_similarity(tokens: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    """``S(x, c) = sum_a exp(-|x - c|^2 / 2a)`` over VidCom2's scales: tokens [..., C] and a
+    broadcastable centre [..., C] -> [...]."""
+    sq_dist = (tokens - centre).pow(2).sum(-1)
+    return sum(torch.exp(-sq_dist / (2 * a)) for a in UNIQUENESS_SCALES)
+
+
+def video_centre_similarity(tokens: torch.Tensor) -> torch.Tensor:
+    """``v_ti = S(x_ti, c_v)`` [T, P] for tokens [T, P, C] from :func:`low_variance_unit_tokens`;
+    the video centre ``c_v`` is the mean of all tokens (not renormalised)."""
+    flat = tokens.reshape(-1, tokens.shape[-1])
+    centre = flat.mean(dim=0, keepdim=True)
+    return multiscale_gaussian_similarity(flat, centre).view(tokens.shape[:2])
+
+
+def uniqueness_softmax(video_similarity: torch.Tensor) -> torch.Tensor:
+    """VidCom2's frame uniqueness ``q`` [T]: ``u_t = -mean_i v_ti``,
+    ``q = softmax((u - max u) / 0.01)``, from ``v`` [T, P]."""
+    uniqueness = -video_similarity.mean(-1)
+    return torch.softmax((uniqueness - uniqueness.max()) / UNIQUENESS_TEMPERATURE, dim=0)
+
+
 def uniqueness_weights(frames: torch.Tensor) -> torch.Tensor:
     """VidCom2-style global frame uniqueness as a density: [T, P, D] -> [T] float32.
 
@@ -52,17 +89,8 @@ def uniqueness_weights(frames: torch.Tensor) -> torch.Tensor:
     ``u_t = -mean_i S``, ``q = softmax((u - max u) / 0.01)``; VidCom2's per-frame scale is
     ``r (1 + q_t - 1/T)``, which as a density is ``(1 + q_t - 1/T) / T``.
     """
-    num_frames, _, dim = frames.shape
-    flat = frames.reshape(-1, dim).float()
-    keep_channels = max(1, int(dim * UNIQUENESS_CHANNEL_FRACTION))
-    variance = flat.var(dim=0, unbiased=False)
-    channels = torch.sort(variance, stable=True).indices[:keep_channels]
-    tokens = torch.nn.functional.normalize(flat[:, channels], dim=-1, eps=EPS)
-    centre = tokens.mean(dim=0, keepdim=True)
-    sq_dist = (tokens - centre).pow(2).sum(-1)
-    similarity = sum(torch.exp(-sq_dist / (2 * a)) for a in UNIQUENESS_SCALES)
-    uniqueness = -similarity.view(num_frames, -1).mean(-1)
-    q = torch.softmax((uniqueness - uniqueness.max()) / UNIQUENESS_TEMPERATURE, dim=0)
+    num_frames = frames.shape[0]
+    q = uniqueness_softmax(video_centre_similarity(low_variance_unit_tokens(frames)))
     return (1 + q - 1 / num_frames) / num_frames
 
 

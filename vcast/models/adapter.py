@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from vcast.models.layout import SequenceLayout
+from vcast.models.vision_probe import VisionRecord
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,17 @@ class TokenSource:
     Either the embeddings the language model is about to receive (``from_embeddings``), or,
     before embedding, the vision encoder's outputs (``from_encoder``): its ``i``-th token of a
     kind is the one written over the ``i``-th placeholder of that kind in row-major order.
+    A merging method's tokens are written back with :meth:`write` (on a copy: the caller's
+    tensors are never modified).
     """
 
     def __init__(self, device: torch.device, embeddings: Optional[torch.Tensor] = None,
                  flat: Optional[dict[str, torch.Tensor]] = None, rank: Optional[dict[str, torch.Tensor]] = None) -> None:
         self.device = device
-        self._embeddings = embeddings
-        self._flat = flat or {}
+        self.embeddings = embeddings
+        self.flat = dict(flat or {})
         self._rank = rank or {}
+        self.written = False
 
     @classmethod
     def from_embeddings(cls, inputs_embeds: torch.Tensor) -> "TokenSource":
@@ -82,12 +86,29 @@ class TokenSource:
         device = next(iter(flat.values())).device
         return cls(device, flat=flat, rank=rank)
 
+    def _rows(self, kind: str, row: int, columns: torch.Tensor) -> torch.Tensor:
+        flat = self.flat[kind]
+        return self._rank[kind][row].index_select(0, columns.to(self._rank[kind].device)).to(flat.device)
+
     def tokens(self, kind: str, row: int, columns: torch.Tensor) -> torch.Tensor:
         """``[len(columns), D]`` tokens at ``columns`` of batch row ``row``."""
-        if self._embeddings is not None:
-            return self._embeddings[row].index_select(0, columns)
-        flat = self._flat[kind]
-        return flat.index_select(0, self._rank[kind][row].index_select(0, columns.to(self._rank[kind].device)).to(flat.device))
+        if self.embeddings is not None:
+            return self.embeddings[row].index_select(0, columns)
+        return self.flat[kind].index_select(0, self._rows(kind, row, columns))
+
+    def write(self, kind: str, row: int, columns: torch.Tensor, values: torch.Tensor) -> None:
+        """Put ``values`` [len(columns), D] at ``columns`` of row ``row`` (cast to the tokens' dtype)."""
+        if not self.written:  # copy once, so the caller's tensors stay as they were
+            if self.embeddings is not None:
+                self.embeddings = self.embeddings.clone()
+            else:
+                self.flat = {k: v.clone() for k, v in self.flat.items()}
+            self.written = True
+        if self.embeddings is not None:
+            self.embeddings[row, columns.to(self.embeddings.device)] = values.to(self.embeddings)
+        else:
+            flat = self.flat[kind]
+            flat[self._rows(kind, row, columns)] = values.to(flat)
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,21 @@ class Adapter:
         """(first, last) modules of the vision path: timed from the first's start to the last's end."""
         raise NotImplementedError
 
+    # Vision-encoder inputs for the methods that need them (vcast.models.vision_probe) ---------
+    def feature_attention(self) -> nn.Module:
+        """The attention module of the vision encoder's feature layer."""
+        raise NotImplementedError
+
+    def vision_call_layout(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VisionRecord:
+        """A record of one call of ``vision_modules()[0]``: what it encodes, in LLM tokens."""
+        raise NotImplementedError
+
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+        """From the feature-layer attention's inputs: attention column means ``[N]`` and head-mean
+        keys ``[N, d]`` per LLM token of the call, pooled like the tokens."""
+        raise NotImplementedError
+
     # Prompt analysis -----------------------------------------------------------------------
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         raise NotImplementedError
@@ -163,17 +199,18 @@ class Adapter:
         return (tokens,)
 
     def prune_encoded(self, encoded: dict[str, Any], masks: dict[str, torch.Tensor], flat: dict[str, torch.Tensor],
-                      survives: torch.Tensor) -> dict[str, Any]:
+                      survives: torch.Tensor, rewritten: bool = False) -> dict[str, Any]:
         """New ``mm_encoder_outputs`` holding only the surviving tokens (the input is not modified).
 
         ``masks[kind]`` [B, L] are the placeholders and ``flat[kind]`` [N, D] the pooled encoder
-        tokens of each kind present (as the caller already computed them for the selection).
+        tokens of each kind present (as the caller already computed them for the selection, with
+        any merged tokens written in: ``rewritten``).
         """
         pruned = dict(encoded)
         for kind, mask in masks.items():
             kept = survives.to(mask.device)[mask].nonzero().squeeze(1)
-            if kept.numel() == flat[kind].shape[0]:
-                continue  # nothing of this kind was dropped
+            if kept.numel() == flat[kind].shape[0] and not rewritten:
+                continue  # nothing of this kind was dropped or merged
             output = encoded[kind]
             fields = dict(output)
             fields["pooler_output"] = self.wrap_pooled(kind, flat[kind].index_select(0, kept.to(flat[kind].device)))

@@ -11,7 +11,7 @@ from torch import nn
 from vcast.api import select
 from vcast.models.adapter import Adapter
 from vcast.models.handle import PruningHandle
-from vcast.registry import check_params, get_method
+from vcast.registry import check_params, get_method, method_inputs
 from vcast.validation import check_ratio
 
 _ATTACHED: "weakref.WeakKeyDictionary[nn.Module, PruningHandle]" = weakref.WeakKeyDictionary()
@@ -77,6 +77,9 @@ def attach(
     check_params(method, params)
     ratio = check_ratio(ratio)
     _check_param_values(method, ratio, params)
+    if method_inputs(method) and compress_images:
+        raise ValueError(f"method {method!r} needs {', '.join(method_inputs(method))} from the vision encoder, "
+                         "which vcast reads for videos only; attach with compress_images=False")
     if model in _ATTACHED:
         raise ValueError(f"this {type(model).__name__} already has a vcast handle attached "
                          f"({_ATTACHED[model]!r}); detach it first")
@@ -91,9 +94,16 @@ def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> No
     P = 1024 is larger than any model's tokens per frame, so only values invalid for every
     video are refused here (``k_min`` above the real P is still caught at the first call).
     """
-    frames = torch.randn(4, 1024, 8, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    frames = torch.randn(4, 1024, 8, generator=generator)
+    stand_ins = {  # the model inputs a method declares, with the shapes the adapters supply
+        "grid": (32, 32),
+        "vision_attention": torch.rand(4, 1024, generator=generator).softmax(-1),
+        "vision_keys": torch.randn(4, 1024, 8, generator=generator),
+    }
+    inputs = {name: stand_ins[name] for name in method_inputs(method)}
     try:
-        select(frames, ratio, method=method, **params)
+        select(frames, ratio, method=method, **params, **inputs)
     except ValueError as error:
         raise ValueError(f"invalid parameters for method {method!r} (checked on a 4 x 1024-token test video): "
                          f"{error}") from None

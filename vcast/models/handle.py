@@ -31,6 +31,8 @@ from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSou
 from vcast.models.layout import SequenceLayout, plan_layout
 from vcast.models.meters import Clock, Mark, PeakMemory
 from vcast.models.stats import CallStats, SegmentStats
+from vcast.models.vision_probe import VisionProbe, inputs_for_videos
+from vcast.registry import method_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class _PendingSegment:
     keep: torch.Tensor
     budgets: torch.Tensor
     columns: torch.Tensor
+    merged: bool
 
 
 @dataclass
@@ -92,6 +95,8 @@ class PruningHandle:
         # those spans wait here for the call they belong to.
         self._early_vision: list[tuple[Mark, Mark]] = []
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
+        self._inputs = method_inputs(method)
+        self._probe: Optional[VisionProbe] = None
         self._register()
 
     # Public ---------------------------------------------------------------------------------
@@ -118,6 +123,9 @@ class PruningHandle:
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
+        if self._probe is not None:
+            self._probe.remove()
+            self._probe = None
         self._context = self._active = None
         _forget(self.model, self)
 
@@ -145,6 +153,9 @@ class PruningHandle:
             vision_first.register_forward_pre_hook(self._on_vision_start),
             vision_last.register_forward_hook(self._on_vision_end),
         ]
+        if self._inputs:  # only methods that read the vision encoder pay for it
+            needs_attention = bool({"vision_attention", "vision_keys"} & set(self._inputs))
+            self._probe = VisionProbe(adapter, attention=needs_attention)
 
     # Hooks ------------------------------------------------------------------------------------
     def _start_call(self) -> None:
@@ -154,6 +165,8 @@ class PruningHandle:
         self._context = self._active = None
         if not early:  # else the meter was reset when that early encode began
             self._memory.reset()
+            if self._probe is not None:  # vision calls of an earlier prompt
+                self._probe.clear()
 
     def _on_call_start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # Decided here: the forward fills the cache, so its post hook would see a decode.
@@ -230,8 +243,10 @@ class PruningHandle:
     def _select(self, context: PromptContext, source: TokenSource, attention_mask: Optional[torch.Tensor],
                 shape: tuple[int, int]) -> Optional[torch.Tensor]:
         """Run the method on every segment: BoolTensor ``[B, L]`` of surviving tokens, or None
-        when nothing is dropped (no videos, or every token kept)."""
+        when nothing is dropped (no videos, or every token kept). A merging method's tokens are
+        written into ``source`` at their positions."""
         segments = self.adapter.segments(context, source)
+        records = self._probe.take() if self._probe is not None else []
         if not segments:
             return None
         if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2):
@@ -240,26 +255,37 @@ class PruningHandle:
                 f"{type(attention_mask).__name__} {tuple(getattr(attention_mask, 'shape', ()))} "
                 "(a static or compiled cache builds 4-D masks; use the default dynamic cache)"
             )
+        videos = [s for s in segments if s.kind == "video"]
+        if self._inputs and len(videos) != len(segments):
+            raise ValueError(f"{self.adapter.family}: method {self.method!r} needs {', '.join(self._inputs)}, "
+                             "which vcast reads for videos only; attach with compress_images=False")
+        model_inputs = (inputs_for_videos(records, [(s.frames, s.tokens_per_frame) for s in videos], self._inputs,
+                                          self.adapter.family) if self._inputs else [{} for _ in segments])
         device = source.device
         real = (torch.ones(shape, dtype=torch.bool, device=device) if attention_mask is None
                 else attention_mask.to(device).bool())
         survives = real.clone()
         record = self._record if self._record is not None else _CallRecord()
-        for segment in segments:
+        for segment, extra in zip(segments, model_inputs):
             frames = source.tokens(segment.kind, segment.sample, segment.columns)
             frames = frames.view(segment.frames, segment.tokens_per_frame, -1)
-            selection = select(frames, self.ratio, method=self.method, **self.params)
+            extra = {name: value.to(frames.device) if isinstance(value, torch.Tensor) else value
+                     for name, value in extra.items()}
+            selection = select(frames, self.ratio, method=self.method, **self.params, **extra)
+            kept_columns = segment.columns[selection.keep.to(device)]
+            if selection.merges:
+                source.write(segment.kind, segment.sample, kept_columns, selection.tokens)
             dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=device)
             dropped[selection.keep.to(device)] = False
             survives[segment.sample, segment.columns[dropped]] = False
             record.segments.append(_PendingSegment(
                 sample=segment.sample, kind=segment.kind, frames=segment.frames,
                 tokens_per_frame=segment.tokens_per_frame, keep=selection.keep, budgets=selection.budgets,
-                columns=segment.columns,
+                columns=segment.columns, merged=selection.merges,
             ))
         record.tokens_before = real.sum(1)
         record.tokens_after = survives.sum(1)
-        if torch.equal(record.tokens_before, record.tokens_after):
+        if torch.equal(record.tokens_before, record.tokens_after) and not source.written:
             return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
         record.pruned = True
         return survives
@@ -279,12 +305,13 @@ class PruningHandle:
             return None
         attention_mask = kwargs.get("attention_mask")
         length = embeds.shape[1]
-        survives = self._select(context, TokenSource.from_embeddings(embeds), attention_mask, embeds.shape[:2])
+        source = TokenSource.from_embeddings(embeds)
+        survives = self._select(context, source, attention_mask, embeds.shape[:2])
         if survives is None:
             return None
         layout = plan_layout(survives, attention_mask)
         kwargs = dict(kwargs)
-        kwargs["inputs_embeds"] = layout.gather(embeds, dim=1)
+        kwargs["inputs_embeds"] = layout.gather(source.embeddings, dim=1)
         kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
         kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
         self.adapter.prefill_extras(kwargs, layout, survives)
@@ -305,6 +332,7 @@ class PruningHandle:
         survives = self._select(context, source, attention_mask, tuple(input_ids.shape))
         if survives is None:
             return None
+        flat = source.flat  # with any merged tokens written in
         length = input_ids.shape[1]
         layout = plan_layout(survives, attention_mask)
         valid = layout.valid.to(input_ids.device)
@@ -314,7 +342,7 @@ class PruningHandle:
             kwargs["mm_token_type_ids"] = layout.gather(kwargs["mm_token_type_ids"], dim=1).masked_fill(~valid, 0)
         kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
         kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
-        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, masks, flat, survives)
+        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, masks, flat, survives, source.written)
         self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
         logger.debug("%s: pruned the prompt before embedding %d -> %d tokens", self.adapter.family, length,
                      layout.width)
@@ -366,6 +394,7 @@ class PruningHandle:
                 sample=p.sample, kind=p.kind, frames=p.frames, tokens_per_frame=p.tokens_per_frame,
                 total=p.frames * p.tokens_per_frame, kept=int(p.keep.numel()),
                 budgets=[int(b) for b in p.budgets.tolist()], keep=p.keep.cpu(), positions=p.columns.cpu(),
+                merged=p.merged,
             )
             for p in record.segments
         ]

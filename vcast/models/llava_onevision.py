@@ -21,6 +21,7 @@ from torch import nn
 
 from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, TokenSource, token_runs
 from vcast.models.layout import SequenceLayout, compact_positions
+from vcast.models.vision_probe import VisionRecord, column_mean_attention
 
 
 class LlavaOnevisionAdapter(Adapter):
@@ -33,9 +34,45 @@ class LlavaOnevisionAdapter(Adapter):
 
     @property
     def tokens_per_frame(self) -> int:
+        return self._pooled_side**2
+
+    @property
+    def _pooled_side(self) -> int:
         vision = self.model.config.vision_config
-        side = vision.image_size // vision.patch_size
-        return math.ceil(side / 2) ** 2
+        return math.ceil(vision.image_size // vision.patch_size / 2)
+
+    # Vision-encoder inputs: the SigLIP layer whose output is the feature (HoliTom/FlashVID's
+    # "last kept layer"), pooled with the model's own 2-D pooling like the features -----------------
+    def feature_attention(self) -> nn.Module:
+        layer = self.model.config.vision_feature_layer
+        if not isinstance(layer, int):
+            raise ValueError(f"{self.family}: vision attention needs one vision_feature_layer, got {layer!r}")
+        tower = self.model.model.vision_tower
+        layers = getattr(tower, "vision_model", tower).encoder.layers  # older SigLIP wraps a vision_model
+        index = layer if layer >= 0 else len(layers) + 1 + layer  # hidden_states[k] is layer k-1's output
+        if not 1 <= index <= len(layers):
+            raise ValueError(f"{self.family}: vision_feature_layer {layer} is not the output of an attention layer")
+        return layers[index - 1].self_attn
+
+    def vision_call_layout(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VisionRecord:
+        pixels = kwargs.get("pixel_values", args[0] if args else None)
+        side = self._pooled_side
+        return VisionRecord(units=[(int(pixels.shape[0]), side * side)], grid=[(side, side)])
+
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = kwargs.get("hidden_states", args[0] if args else None)  # [F, n, C]
+        frames, length, _ = hidden.shape
+        queries = module.q_proj(hidden).view(frames, length, module.num_heads, -1).transpose(1, 2)
+        keys = module.k_proj(hidden).view(frames, length, module.num_heads, -1).transpose(1, 2)
+        attention = column_mean_attention(queries, keys, module.scale)  # [F, n]
+        head_mean_keys = keys.float().mean(1)  # [F, n, d]
+        if self.model.config.vision_feature_select_strategy == "default":  # the model drops token 0
+            attention, head_mean_keys = attention[:, 1:], head_mean_keys[:, 1:]
+        pool = self.model.model.apply_pooling
+        attention = pool(attention[..., None]).reshape(-1)
+        head_mean_keys = pool(head_mean_keys)
+        return attention, head_mean_keys.reshape(-1, head_mean_keys.shape[-1])
 
     def _token_id(self, kind: str) -> int:
         config = self.model.config

@@ -14,6 +14,7 @@ the unpruned maximum + 1, which ``generate`` already carries.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import torch
@@ -21,6 +22,7 @@ from torch import nn
 
 from vcast.models.adapter import ActivePruning, Adapter, PromptContext, Segment, TokenSource, token_runs
 from vcast.models.layout import SequenceLayout, compact_positions
+from vcast.models.vision_probe import VisionRecord, column_mean_attention
 
 _VIDEO, _IMAGE = 2, 1  # mm_token_type_ids codes
 
@@ -32,6 +34,47 @@ class Qwen3VLAdapter(Adapter):
 
     def vision_modules(self) -> tuple[nn.Module, nn.Module]:
         return self.model.model.visual, self.model.model.visual
+
+    # Vision-encoder inputs: the last ViT block (as FlashVID and FastVID read Qwen's encoder) ----
+    @property
+    def _merge(self) -> int:
+        return self.model.config.vision_config.spatial_merge_size
+
+    def feature_attention(self) -> nn.Module:
+        return self.model.model.visual.blocks[-1].attn
+
+    def vision_call_layout(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VisionRecord:
+        grid_thw = kwargs.get("grid_thw", args[1] if len(args) > 1 else None)
+        if grid_thw is None:
+            raise ValueError(f"{self.family}: the vision encoder was called without grid_thw")
+        merge = self._merge
+        rows = [(t, h // merge, w // merge) for t, h, w in grid_thw.tolist()]
+        return VisionRecord(units=[(t, h * w) for t, h, w in rows], grid=[(h, w) for _, h, w in rows])
+
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each temporal patch attends only to itself (``cu_seqlens``); its ``h * w`` patches come
+        grouped by 2x2 merge unit, so a unit's value is the mean of 4 consecutive patches
+        (``view(-1, 4)``, not a raster reshape). Keys are taken before the rotary embedding."""
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        cu_seqlens = kwargs["cu_seqlens"]
+        cos, sin = kwargs["position_embeddings"]
+        length = hidden.shape[0]
+        queries, keys, _ = module.qkv(hidden).reshape(length, 3, module.num_heads, -1).unbind(1)  # [N, H, d]
+        rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb_vision  # the model's own
+        rotated_q, rotated_k = rotary(queries, keys, cos, sin)
+        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+        column_means, start = [], 0
+        for size, count in _equal_runs(lengths):  # frames of one video share a length: batch them
+            stop = start + size * count
+            q = rotated_q[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
+            k = rotated_k[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
+            column_means.append(column_mean_attention(q, k, module.scaling).reshape(-1))
+            start = stop
+        unit = self._merge**2
+        attention = torch.cat(column_means).view(-1, unit).mean(-1)
+        head_mean_keys = keys.float().mean(1).view(length // unit, unit, -1).mean(1)
+        return attention, head_mean_keys
 
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         input_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -151,3 +194,14 @@ class Qwen3VLAdapter(Adapter):
                 "the model would derive them from the pruned cache length and misplace every new token. "
                 "Pass the unpruned 4-row position ids (generate() does this)"
             )
+
+
+def _equal_runs(values: list[int]) -> list[tuple[int, int]]:
+    """``[a, a, b] -> [(a, 2), (b, 1)]``."""
+    runs: list[tuple[int, int]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1] = (value, runs[-1][1] + 1)
+        else:
+            runs.append((value, 1))
+    return runs

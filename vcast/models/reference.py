@@ -13,7 +13,7 @@ prefill that costs no machinery).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import torch
 from torch import nn
@@ -46,18 +46,23 @@ def encode(model: nn.Module, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return encoded
 
 
-def _restrict(output: Any, keep: torch.Tensor, as_batch: bool) -> Any:
+def _restrict(output: Any, keep: torch.Tensor, as_batch: bool, merged: Optional[torch.Tensor] = None) -> Any:
     """``output`` with its pooled tokens (and DeepStack features) restricted to ``keep`` [N] bool.
 
+    ``merged`` [K', D]: a merging method's tokens, written over the first ``K'`` kept tokens (the
+    video's own; LLaVA's trailing newline comes after them). DeepStack rows stay the kept ones'.
     The result holds one ``[K, D]`` item, or with ``as_batch`` a ``[1, K, D]`` batch (LLaVA video).
     """
-    def cut(tokens: Any) -> Any:
+    def cut(tokens: Any, replacement: Optional[torch.Tensor] = None) -> Any:
         flat = flat_tokens(tokens)
         kept = flat[keep.to(flat.device)]
+        if replacement is not None:
+            kept = kept.clone()
+            kept[: replacement.shape[0]] = replacement.to(kept)
         return kept[None] if as_batch else (kept,)
 
     fields = dict(output)
-    fields["pooler_output"] = cut(output.pooler_output)
+    fields["pooler_output"] = cut(output.pooler_output, merged)
     if getattr(output, "deepstack_features", None) is not None:
         fields["deepstack_features"] = [cut(layer) for layer in output.deepstack_features]
     return type(output)(**fields)
@@ -79,7 +84,7 @@ def with_text_row(spatial: torch.Tensor) -> torch.Tensor:
 
 
 def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[str, Any], keep: torch.Tensor,
-                  positions: str = "original") -> dict[str, Any]:
+                  positions: str = "original", video_tokens: Optional[torch.Tensor] = None) -> dict[str, Any]:
     """Keyword arguments for ``model(...)`` / ``model.generate(...)`` that feed the pruned prompt.
 
     Args:
@@ -87,6 +92,7 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
         encoded: :func:`encode` of ``inputs`` (unpruned).
         keep: BoolTensor ``[1, L]`` of surviving tokens (:func:`survivors`).
         positions: ``"original"`` or, for LLaVA, ``"compact"``.
+        video_tokens: ``[K, D]`` merged tokens of the (one) video, in kept-position order, or None.
     """
     input_ids = inputs["input_ids"]
     if input_ids.shape[0] != 1:
@@ -102,7 +108,8 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
     for kind, token in (("video", video_id), ("image", image_id)):
         if kind in encoded:
             as_batch = not is_qwen and kind == "video"  # LLaVA video features are [videos, N, D]
-            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], as_batch)
+            merged = video_tokens if kind == "video" else None
+            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], as_batch, merged)
     kwargs["mm_encoder_outputs"] = mm_outputs
 
     if is_qwen:

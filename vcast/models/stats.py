@@ -23,6 +23,8 @@ class SegmentStats:
         keep: LongTensor ``[kept]`` (CPU): ascending flat indices into the ``T * P`` tokens.
         positions: LongTensor ``[T * P]`` (CPU): the sequence column of each token of the video
             in the unpruned prompt, so ``positions[keep]`` are the kept tokens' columns.
+        merged: whether the kept positions hold merged tokens (a merging method) rather than
+            the originals.
     """
 
     sample: int
@@ -34,6 +36,7 @@ class SegmentStats:
     budgets: list[int]
     keep: torch.Tensor
     positions: torch.Tensor
+    merged: bool = False
 
 
 @dataclass(frozen=True)

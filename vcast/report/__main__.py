@@ -107,7 +107,8 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
             layout = generic_layout(rows, model or product.model or rows["model"].iloc[0], key=output.stem)
         else:
             layout = LAYOUTS[output.layout]
-        table = build_table(frame, layout, model=model, experiments=output.experiments)
+        table = build_table(frame, layout, model=model, experiments=output.experiments,
+                            kept_tokens=bool(args is not None and getattr(args, "kept_tokens", False)))
         written += write_table(table, (out_dir or results / "tables") / output.stem, paper)
     for name in product.figures:
         try:
@@ -135,6 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--sweep-args", default="", help="extra sweep overrides, e.g. 'hydra/launcher=slurm_h100'")
     build.add_argument("--model", help="model config to report instead of the table's own (e.g. tiny_qwen3vl)")
     build.add_argument("--compare", choices=["paper"], help="add our value minus the published one")
+    build.add_argument("--kept-tokens", action="store_true",
+                       help="add a 'Kept %%' column: video tokens each method really kept (from the run logs)")
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
     build.add_argument("--ratio", type=float, default=0.25, help="retention ratio of the figures (default 0.25)")
     build.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,

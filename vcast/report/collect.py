@@ -36,6 +36,9 @@ EFFICIENCY_COLUMNS = {
     "peak_memory_mb": "PeakMemory_MB",
     "throughput_items_per_s": "Throughput_items_per_s",
 }
+# Budget honesty: tokens the method really kept (cell.json "efficiency"), shown with --kept-tokens.
+KEPT_TOKENS, KEPT_PERCENT = "KeptTokens", "KeptPct"
+SIDE_COLUMNS = (*EFFICIENCY_COLUMNS.values(), KEPT_TOKENS, KEPT_PERCENT)  # not benchmarks
 FAILED_STATUSES = ("oom", "failed")
 
 
@@ -76,10 +79,15 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         samples = read_samples(paths) if paths else None
     values = benchmark_values(scoring, results, samples, where=base["cell"])
     rows = [{**base, "benchmark": name, "value": float(value), "status": "ok"} for name, value in values.items()]
+    efficiency = record.get("efficiency") or {}
     for key, column in EFFICIENCY_COLUMNS.items():
-        value = (record.get("efficiency") or {}).get(key)
+        value = efficiency.get(key)
         if isinstance(value, (int, float)):
             rows.append({**base, "benchmark": column, "value": float(value), "status": "ok"})
+    kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
+    if isinstance(kept, (int, float)) and isinstance(total, (int, float)) and total > 0:
+        rows.append({**base, "benchmark": KEPT_TOKENS, "value": float(kept), "status": "ok"})
+        rows.append({**base, "benchmark": KEPT_PERCENT, "value": 100.0 * kept / total, "status": "ok"})
     return rows
 
 

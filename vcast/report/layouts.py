@@ -13,7 +13,7 @@ from typing import Optional
 
 import pandas as pd
 
-from vcast.report.collect import EFFICIENCY_COLUMNS
+from vcast.report.collect import SIDE_COLUMNS
 from vcast.report.names import method_name
 
 REFERENCE = "vanilla"
@@ -31,6 +31,7 @@ class Column:
     higher_is_better: bool = True
     digits: int = 1
     source: Optional[str] = None  # tidy benchmark to read when key is not one (Performance)
+    ranked: bool = True           # bold/underline and efficiency notes (not for kept-token shares)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def generic_layout(frame: pd.DataFrame, model: str, key: str = "results") -> Lay
     rows = frame[frame["model"] == model]
     if rows.empty:
         raise ValueError(f"no cells of model {model!r} (found: {', '.join(sorted(frame['model'].unique())) or 'none'})")
-    benchmarks = [b for b in dict.fromkeys(rows["benchmark"]) if b not in EFFICIENCY_COLUMNS.values()]
+    benchmarks = [b for b in dict.fromkeys(rows["benchmark"]) if b not in SIDE_COLUMNS]
     columns = [Column(b, b) for b in sorted(benchmarks)]
     average = tuple(c.key for c in columns if "-" not in c.key)  # leave out per-group breakdowns
     if len(average) > 1:

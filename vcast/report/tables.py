@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Optional, Sequence
 
 import pandas as pd
 
-from vcast.report.collect import one_row_per_cell
+from vcast.report.collect import KEPT_PERCENT, one_row_per_cell
 from vcast.report.layouts import DERIVED_KEYS, REFERENCE, Column, Layout, Row, Section
 from vcast.report.names import latex, method_latex, method_name, model_name, paper_name
 
@@ -105,8 +105,23 @@ def _percent(entry: Entry, reference: Entry) -> None:
         entry.values["Average%"], entry.states["Average%"] = math.nan, "missing"
 
 
+def _mean_over_tasks(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
+    """``rows`` with the ``benchmark`` rows of each (frames, ratio, method) replaced by their mean."""
+    chosen = rows["benchmark"] == benchmark
+    if not chosen.any():
+        return rows
+    kept = one_row_per_cell(rows[chosen], ["frames", "ratio", "method", "task"])
+    mean = kept.groupby(["frames", "ratio", "method"], as_index=False).agg(
+        value=("value", "mean"), experiment=("experiment", "first"), model=("model", "first"),
+        cell=("cell", "first"))
+    mean = mean.assign(task="", benchmark=benchmark, status="ok")[rows.columns]
+    return pd.concat([rows[~chosen], mean], ignore_index=True)
+
+
 def _mark(rows: Sequence[Entry], columns: Sequence[Column]) -> None:
     for column in columns:
+        if not column.ranked:
+            continue
         printed = {id(row): round_half_up(row.values[column.key], column.digits)
                    for row in rows if row.states.get(column.key) == "ok"}
         if len(printed) < 2:
@@ -124,7 +139,7 @@ def _efficiency_notes(entry: Entry, reference: Entry, columns: Sequence[Column])
     """The paper's annotations: % change of latency/memory, x-factor of throughput, point change of score."""
     for column in columns:
         ours, base = entry.values.get(column.key, math.nan), reference.values.get(column.key, math.nan)
-        if not (math.isfinite(ours) and math.isfinite(base)) or base == 0:
+        if not column.ranked or not (math.isfinite(ours) and math.isfinite(base)) or base == 0:
             continue
         if column.key == "Throughput_items_per_s":
             entry.notes[column.key] = f"{ours / base:.2f}×"
@@ -146,12 +161,14 @@ def _labelled(entry: Entry, row: Row, layout: Layout, section: Section, model: s
 
 
 def build_table(frame: pd.DataFrame, layout: Layout, *, model: Optional[str] = None,
-                experiments: Optional[Sequence[str]] = None) -> Table:
+                experiments: Optional[Sequence[str]] = None, kept_tokens: bool = False) -> Table:
     """``layout`` filled from ``frame`` (the tidy frame of :func:`vcast.report.collect.collect`).
 
     Args:
         frame: tidy rows; only ``model`` (default: the layout's) and, when given, ``experiments``
             are used; an efficiency layout reads its ``task`` only.
+        kept_tokens: add a last column "Kept %": the video tokens each method really kept, in
+            percent of the unpruned count, averaged over the row's tasks (not ranked).
     """
     model = model or layout.model
     rows = frame[frame["model"] == model]
@@ -159,6 +176,9 @@ def build_table(frame: pd.DataFrame, layout: Layout, *, model: Optional[str] = N
         rows = rows[rows["experiment"].isin(list(experiments))]
     if layout.task:
         rows = rows[rows["task"] == layout.task]
+    if kept_tokens:
+        layout = replace(layout, columns=(*layout.columns, Column(KEPT_PERCENT, "Kept %", ranked=False)))
+        rows = _mean_over_tasks(rows, KEPT_PERCENT)
     if rows.empty and not frame.empty:
         logger.warning("%s: no cells of model %s%s; every value is missing", layout.label, model,
                        f" in experiment(s) {', '.join(experiments)}" if experiments else "")

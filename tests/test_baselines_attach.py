@@ -1,0 +1,108 @@
+"""Every baseline inside the real tiny models: ``attach`` + ``generate`` chooses what the compressor
+chooses on the encoder's own tokens (with the vision-encoder inputs the adapter supplies), and
+decodes exactly like an untouched model fed the pruned (or merged) prompt directly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
+
+import vcast  # noqa: E402
+from tests.model_inputs import batch, clip, probe_video  # noqa: E402
+from vcast.models.attach import adapter_class  # noqa: E402
+from vcast.models.reference import encode, pruned_inputs, survivors  # noqa: E402
+from vcast.models.vision_probe import inputs_for_videos  # noqa: E402
+from vcast.registry import method_inputs  # noqa: E402
+
+BASELINES = [name for name in vcast.available_methods() if name not in ("vanilla", "vcast")]
+ARCHS = ("qwen3_vl", "llava_onevision")
+RATIO = 0.25  # the 2x2 methods define their own budget at 0.25
+NEW_TOKENS = 4
+GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+              return_dict_in_generate=True, output_logits=True)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_dirs: dict[str, Path]) -> dict[str, tuple[Any, Any, Any]]:
+    """Per architecture: (model, processor inputs of one 8-frame clip, adapter)."""
+    loaded = {}
+    for arch in ARCHS:
+        model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="sdpa").eval()
+        processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+        loaded[arch] = (model, batch(arch, processor, ["What moves?"], [clip()]), adapter_class(model)(model, None, False))
+    return loaded
+
+
+def expected_selection(model: Any, inputs: Any, adapter: Any, method: str) -> vcast.Selection:
+    """The compressor on the encoder's [T, P, D] video tokens, with inputs read by a bare probe."""
+    pooled, records = probe_video(model, inputs)
+    tokens = pooled[0] if adapter.family != "LLaVA-OneVision" else pooled[0, :-1]  # LLaVA: drop the newline
+    frames, per_frame = records[-1].units[0]  # one video: one (T, P)
+    (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method), adapter.family)
+    return vcast.select(tokens.reshape(frames, per_frame, -1), RATIO, method=method, **extra)
+
+
+def generate(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        out = model.generate(**inputs, **GREEDY)
+    return out.sequences, torch.stack(out.logits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("method", BASELINES)
+def test_baseline_in_the_model_equals_the_pruned_prompt(method: str, arch: str, models: dict) -> None:
+    model, inputs, adapter = models[arch]
+    expected = expected_selection(model, inputs, adapter, method)
+    length = inputs["input_ids"].shape[1]
+    with vcast.models.attach(model, method, RATIO) as handle:
+        sequences, logits = generate(model, inputs)
+        stats = handle.stats
+    (video,) = stats.segments
+    assert video.keep.tolist() == expected.keep.tolist()
+    assert video.budgets == expected.budgets.tolist()
+    assert video.merged == expected.merges
+    assert stats.tokens_after == [length - (video.total - video.kept)]
+
+    with torch.no_grad():
+        keep = survivors(stats, inputs["input_ids"])
+        kwargs = pruned_inputs(model, inputs, encode(model, inputs), keep, handle.adapter.positions,
+                               video_tokens=expected.tokens)
+    ref_sequences, ref_logits = generate(model, kwargs)
+    assert sequences[:, length:].tolist() == ref_sequences[:, kwargs["input_ids"].shape[1]:].tolist()
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-5)
+
+
+def test_every_paper_baseline_of_issue_6_is_registered() -> None:
+    for name in ("random", "uniform", "random_2x2", "first_2x2", "avgpool_2x2", "visionzip", "vidcom2", "fastvid",
+                 "holitom", "dycoke", "prunevid_stage_a", "framefusion_merge"):
+        assert name in BASELINES
+
+
+def test_the_vision_encoder_is_probed_only_for_methods_that_need_it(models: dict) -> None:
+    model, _, _ = models["qwen3_vl"]
+    for method, probed in (("vcast", False), ("vidcom2", False), ("first_2x2", True), ("holitom", True)):
+        with vcast.models.attach(model, method, RATIO) as handle:
+            assert (handle._probe is not None) == probed
+            assert handle._probe is None or handle._probe.attention == (method == "holitom")
+
+
+def test_vision_inputs_are_refused_with_compressed_images(models: dict) -> None:
+    model, _, _ = models["qwen3_vl"]
+    with pytest.raises(ValueError, match="videos only"):
+        vcast.models.attach(model, "visionzip", RATIO, compress_images=True)
+
+
+def test_model_inputs_are_not_user_parameters(models: dict) -> None:
+    model, _, _ = models["qwen3_vl"]
+    with pytest.raises(ValueError, match="come from the model"):
+        vcast.models.attach(model, "visionzip", RATIO, vision_attention=torch.ones(4, 4))
