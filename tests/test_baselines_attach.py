@@ -82,6 +82,27 @@ def test_baseline_in_the_model_equals_the_pruned_prompt(method: str, arch: str, 
     torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_batch_gives_each_video_its_own_vision_inputs(arch: str, models: dict, tiny_dirs: dict[str, Path]) -> None:
+    """Two different clips in one left-padded batch: each sample's selection (VisionZip: attention,
+    keys and merged tokens) equals its run alone, so the probe's values are split per video."""
+    model, _, _ = models[arch]
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    clips = [clip(frames=8, seed=1), clip(frames=8, seed=2)]
+    alone = []
+    for one in clips:
+        with vcast.models.attach(model, "visionzip", RATIO) as handle:
+            generate(model, batch(arch, processor, ["What moves?"], [one]))
+            alone.append(handle.stats.segments[0])
+    with vcast.models.attach(model, "visionzip", RATIO) as handle:
+        generate(model, batch(arch, processor, ["What moves?", "And here?"], clips))
+        together = handle.stats.segments
+    assert [s.sample for s in together] == [0, 1]
+    for single, batched in zip(alone, together):
+        assert batched.keep.tolist() == single.keep.tolist() and batched.budgets == single.budgets
+    assert alone[0].keep.tolist() != alone[1].keep.tolist()  # the clips differ, so would a mix-up
+
+
 def test_every_paper_baseline_of_issue_6_is_registered() -> None:
     for name in ("random", "uniform", "random_2x2", "first_2x2", "avgpool_2x2", "visionzip", "vidcom2", "fastvid",
                  "holitom", "dycoke", "prunevid_stage_a", "framefusion_merge"):

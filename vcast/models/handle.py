@@ -272,9 +272,8 @@ class PruningHandle:
             extra = {name: value.to(frames.device) if isinstance(value, torch.Tensor) else value
                      for name, value in extra.items()}
             selection = select(frames, self.ratio, method=self.method, **self.params, **extra)
-            kept_columns = segment.columns[selection.keep.to(device)]
             if selection.merges:
-                source.write(segment.kind, segment.sample, kept_columns, selection.tokens)
+                source.write(segment.kind, segment.sample, segment.columns[selection.keep.to(device)], selection.tokens)
             dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=device)
             dropped[selection.keep.to(device)] = False
             survives[segment.sample, segment.columns[dropped]] = False
