@@ -1,0 +1,71 @@
+"""Attention rows computed from a layer's input equal the eager attention weights of the real
+models (Qwen2 inside LLaVA-OneVision, Qwen3-VL with q/k norms and MRoPE, its MoE variant),
+for the last token and for rows in the middle, in a left-padded batch too."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
+
+from tests.model_inputs import batch, clip  # noqa: E402
+from vcast.models.attention_rows import attention_rows  # noqa: E402
+from vcast.testing import ARCHS  # noqa: E402
+
+
+def eager_weights_and_rows(arch: str, tiny_dirs: dict[str, Path], inputs: Any, layer: int,
+                           rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the eager model's own weights of ``layer`` at ``rows`` [B, H, R, S], ours from its input)."""
+    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="eager").eval()
+    attention = model.model.language_model.layers[layer].self_attn
+    captured = {}
+
+    def keep(module: Any, args: tuple, kwargs: dict) -> None:
+        captured.update(hidden=kwargs["hidden_states"], position_embeddings=kwargs["position_embeddings"])
+
+    hook = attention.register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            out = model(**inputs, output_attentions=True)
+            mask = inputs.get("attention_mask")
+            ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
+                                  None if mask is None else mask.bool())
+    finally:
+        hook.remove()
+    return out.attentions[layer][:, :, rows].float(), ours
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rows_equal_the_eager_weights(arch: str, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    inputs = batch(arch, processor, ["What moves?"], [clip()])
+    length = inputs["input_ids"].shape[1]
+    rows = torch.tensor([3, length // 2, length - 1])
+    monkeypatch.setattr("vcast.models.attention_rows.CHUNK_ELEMENTS", 3 * length)  # one head per chunk
+    for layer in (0, 1):
+        expected, ours = eager_weights_and_rows(arch, tiny_dirs, inputs, layer, rows)
+        torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-6)
+        assert torch.allclose(ours.sum(-1), torch.ones_like(ours.sum(-1)))
+        assert float(ours[..., 0, 4:].abs().max()) == 0.0  # row 3 sees no later key
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "llava_onevision"])
+def test_padded_keys_get_no_attention(arch: str, tiny_dirs: dict[str, Path]) -> None:
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    inputs = batch(arch, processor, ["What moves?", "Which way does the square move, left or right?"],
+                   [clip(seed=1), clip(seed=2)])
+    mask = inputs["attention_mask"]
+    assert not bool(mask.all())  # the first row is left-padded
+    length = mask.shape[1]
+    rows = torch.tensor([length - 1])
+    expected, ours = eager_weights_and_rows(arch, tiny_dirs, inputs, 1, rows)
+    torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-6)
+    assert float(ours[0][..., ~mask[0].bool()].abs().max()) == 0.0
