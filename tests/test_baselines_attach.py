@@ -25,6 +25,7 @@ from vcast.registry import method_inputs  # noqa: E402
 
 BASELINES = [name for name in vcast.available_methods() if name not in ("vanilla", "vcast")]
 ARCHS = ("qwen3_vl", "llava_onevision")
+MOE_CASES = ("visionzip", "avgpool_2x2", "vidcom2")  # the MoE shares the Qwen3-VL adapter: a sample
 RATIO = 0.25  # the 2x2 methods define their own budget at 0.25
 NEW_TOKENS = 4
 GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
@@ -35,7 +36,7 @@ GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=Fa
 def models(tiny_dirs: dict[str, Path]) -> dict[str, tuple[Any, Any, Any]]:
     """Per architecture: (model, processor inputs of one 8-frame clip, adapter)."""
     loaded = {}
-    for arch in ARCHS:
+    for arch in (*ARCHS, "qwen3_vl_moe"):
         model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="sdpa").eval()
         processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
         loaded[arch] = (model, batch(arch, processor, ["What moves?"], [clip()]), adapter_class(model)(model, None, False))
@@ -58,8 +59,8 @@ def generate(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("method", BASELINES)
+@pytest.mark.parametrize(("method", "arch"), [(m, a) for m in BASELINES for a in ARCHS]
+                         + [(m, "qwen3_vl_moe") for m in MOE_CASES])
 def test_baseline_in_the_model_equals_the_pruned_prompt(method: str, arch: str, models: dict) -> None:
     model, inputs, adapter = models[arch]
     expected = expected_selection(model, inputs, adapter, method)
