@@ -34,12 +34,7 @@ from typing import Any
 
 import torch
 
-from baselines.grid_cells import (
-    cell_layout,
-    check_cell_ratio,
-    flat_positions,
-    resolve_grid,
-)
+from baselines.grid_cells import flat_positions, frame_cells
 from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
@@ -58,9 +53,8 @@ def avgpool_2x2_select(frames: torch.Tensor, ratio: float, *, grid: Any | None =
     Returns:
         Selection with ``K = T * ceil(h/2) * ceil(w/2)`` positions and ``tokens`` [K, D] float32.
     """
-    check_cell_ratio("avgpool_2x2", ratio)
     num_frames, tokens_per_frame, dim = frames.shape
-    layout = cell_layout(resolve_grid("avgpool_2x2", grid, tokens_per_frame), frames.device)
+    layout = frame_cells("avgpool_2x2", frames, ratio, grid)
     valid = layout.members >= 0  # [C, 4]
     gathered = frames.float()[:, layout.members.clamp_min(0), :]  # [T, C, 4, D]
     gathered = gathered * valid[None, :, :, None]  # padding slots contribute 0 (frames are finite)

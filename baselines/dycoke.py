@@ -63,19 +63,9 @@ from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import cosine
+from vcast.validation import check_range
 
 logger = logging.getLogger(__name__)
-
-
-def _check_k(k: float | None) -> float | None:
-    """``k`` must be None or a finite number in [0, 1]."""
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k):
-        raise ValueError(f"k must be None or a finite number in [0, 1], got {k!r}")
-    if not 0.0 <= float(k) <= 1.0:
-        raise ValueError(f"k must be in [0, 1] (the pruned share of a reduced frame), got {k!r}")
-    return float(k)
 
 
 def reduced_frame_keep(ratio: float, tokens_per_frame: int, k: float | None = None) -> int:
@@ -114,7 +104,8 @@ def dycoke_select(frames: torch.Tensor, ratio: float, *, k: float | None = None)
     Returns:
         Selection with ``A * P + (T - A) * n`` kept positions (see the module docstring).
     """
-    k = _check_k(k)
+    if k is not None:
+        k = check_range("k", k, 0.0, 1.0)  # the pruned share of a reduced frame
     num_frames, tokens_per_frame, _ = frames.shape
     device = frames.device
     keep_n = reduced_frame_keep(ratio, tokens_per_frame, k)

@@ -75,45 +75,18 @@ import torch
 
 from baselines.dpc_knn import density_peak_scores, top_indices
 from baselines.dyseg import dyseg
+from baselines.model_inputs import vision_attention_input
 from baselines.selection_output import selection_from_positions
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget
 from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
-from vcast.validation import check_int
+from vcast.validation import check_int, check_range
 
 logger = logging.getLogger(__name__)
 
 NORM_EPS = 1e-12
-
-
-def _check_range(name: str, value: object, low: float, high: float) -> float:
-    """Return ``value`` as a float in ``[low, high]``; ValueError naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def _check_attention(vision_attention: torch.Tensor | None, num_frames: int, tokens_per_frame: int,
-                     device: torch.device) -> torch.Tensor:
-    """``vision_attention`` as float32 [T, P] on ``device``; ValueError if missing or misshaped."""
-    if vision_attention is None:
-        raise ValueError("fastvid needs vision_attention [T, P] (the vision encoder's attention per token; "
-                         "the model adapters supply it)")
-    if not isinstance(vision_attention, torch.Tensor):
-        # ValueError like every other bad model input (the contract), not TypeError.
-        raise ValueError(f"vision_attention must be a tensor [T, P], got {type(vision_attention).__name__}")  # noqa: TRY004
-    expected = (num_frames, tokens_per_frame)
-    if tuple(vision_attention.shape) != expected:
-        raise ValueError(f"vision_attention must have shape [T, P] = {list(expected)} to match frames, "
-                         f"got {list(vision_attention.shape)}")
-    attention = vision_attention.to(device=device, dtype=torch.float32)
-    if not bool(torch.isfinite(attention).all()):
-        raise ValueError("vision_attention contains non-finite values (NaN or Inf)")
-    return attention
 
 
 def segment_plan(length: int, budget: int, tokens_per_frame: int, context_ratio: float,
@@ -219,14 +192,14 @@ def fastvid_select(
         vision_attention: [T, P] saliency of every token (model input).
     """
     check_int("num_segments", num_segments, 1)
-    _check_range("segment_threshold", segment_threshold, -1.0, 1.0)
-    _check_range("context_ratio", context_ratio, 0.0, 1.0)
+    check_range("segment_threshold", segment_threshold, -1.0, 1.0)
+    check_range("context_ratio", context_ratio, 0.0, 1.0)
     check_int("anchor_period", anchor_period, 1)
-    _check_range("beta", beta, 0.0, 1.0)
+    check_range("beta", beta, 0.0, 1.0)
     check_int("dpc_k", dpc_k, 1)
     num_frames, tokens_per_frame, dim = frames.shape
     device = frames.device
-    attention = _check_attention(vision_attention, num_frames, tokens_per_frame, device)
+    attention = vision_attention_input("fastvid", vision_attention, num_frames, tokens_per_frame, device)
 
     total = paper_total_budget(ratio, num_frames, tokens_per_frame, 0)
     lengths = dyseg(frame_stats(frames).means, num_segments, segment_threshold)

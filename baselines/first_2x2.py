@@ -27,12 +27,7 @@ from typing import Any
 
 import torch
 
-from baselines.grid_cells import (
-    cell_layout,
-    check_cell_ratio,
-    flat_positions,
-    resolve_grid,
-)
+from baselines.grid_cells import flat_positions, frame_cells
 from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
@@ -51,9 +46,8 @@ def first_2x2_select(frames: torch.Tensor, ratio: float, *, grid: Any | None = N
     Returns:
         Selection with ``T * ceil(h/2) * ceil(w/2)`` kept tokens.
     """
-    check_cell_ratio("first_2x2", ratio)
     num_frames, tokens_per_frame, _ = frames.shape
-    layout = cell_layout(resolve_grid("first_2x2", grid, tokens_per_frame), frames.device)
+    layout = frame_cells("first_2x2", frames, ratio, grid)
     per_frame = layout.top_left[None, :].expand(num_frames, -1)  # [T, C]
     logger.debug("first_2x2: grid %s, %d cells per frame", layout.grid, layout.num_cells)
     return selection_from_positions(flat_positions(per_frame, tokens_per_frame), num_frames, tokens_per_frame)

@@ -60,17 +60,9 @@ from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import cosine
+from vcast.validation import check_range
 
 logger = logging.getLogger(__name__)
-
-
-def _check_threshold(threshold: float) -> float:
-    """``threshold`` must be a finite number in [-1, 1] (a cosine)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-        raise ValueError(f"threshold must be a finite number in [-1, 1], got {threshold!r}")
-    if not -1.0 <= float(threshold) <= 1.0:
-        raise ValueError(f"threshold must be in [-1, 1] (a cosine similarity), got {threshold!r}")
-    return float(threshold)
 
 
 def merge_cap(ratio: float, total: int) -> int:
@@ -97,7 +89,7 @@ def framefusion_merge_select(frames: torch.Tensor, ratio: float, *, threshold: f
         Selection with merged ``tokens`` [K, D] float32; K = ``ceil(r * N)`` when the cap binds,
         else ``N - |candidates|``.
     """
-    threshold = _check_threshold(threshold)
+    threshold = check_range("threshold", threshold, -1.0, 1.0)  # a cosine
     num_frames, tokens_per_frame, dim = frames.shape
     total = num_frames * tokens_per_frame
     device = frames.device

@@ -104,6 +104,13 @@ def cell_layout(grid: tuple[int, int], device: torch.device) -> CellLayout:
     return CellLayout(grid=(h, w), cell_of=cell_of, members=members, counts=counts)
 
 
+def frame_cells(method: str, frames: torch.Tensor, ratio: float, grid: Any | None) -> CellLayout:
+    """The cells of ``frames``' [T, P, D] grid for a 2x2 method: checks ``ratio`` (0.25) and ``grid``
+    (:func:`resolve_grid`), then lays the cells out on the frames' device."""
+    check_cell_ratio(method, ratio)
+    return cell_layout(resolve_grid(method, grid, frames.shape[1]), frames.device)
+
+
 def flat_positions(per_frame: torch.Tensor, tokens_per_frame: int) -> torch.Tensor:
     """``[T, C]`` token indices inside each frame -> ``[T * C]`` flat indices ``t * P + i``."""
     offsets = torch.arange(per_frame.shape[0], device=per_frame.device)[:, None] * tokens_per_frame

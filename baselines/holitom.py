@@ -78,11 +78,12 @@ from typing import Optional
 import torch
 
 from baselines.dpc_knn import assign_to_centres, density_peak_centres, top_indices
+from baselines.model_inputs import vision_attention_input
 from baselines.selection_output import selection_from_positions
 from vcast.budget import paper_total_budget
 from vcast.registry import register_method
 from vcast.selection import Selection
-from vcast.validation import check_int
+from vcast.validation import check_int, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -90,33 +91,6 @@ TAU_DEFAULT = 0.8
 TAU_LOW_RATIO = 0.65  # the official scripts' tau at r = 0.10
 LOW_RATIO = 0.10
 REMAINDER_DECIMALS = 9
-
-
-def _check_unit_interval(name: str, value: object, low: float, high: float) -> float:
-    """Return ``value`` as a float in ``[low, high]``; ValueError naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
-    if not low <= float(value) <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def _check_attention(vision_attention: Optional[torch.Tensor], num_frames: int, tokens_per_frame: int,
-                     device: torch.device) -> torch.Tensor:
-    """The validated attention as float32 [T, P] on ``device``."""
-    if vision_attention is None:
-        raise ValueError("holitom needs vision_attention [T, P] (the vision encoder's attention per token); "
-                         "got None")
-    if not isinstance(vision_attention, torch.Tensor) or not vision_attention.is_floating_point():
-        raise ValueError(f"vision_attention must be a float tensor [T, P], got {type(vision_attention).__name__}"
-                         + (f" of dtype {vision_attention.dtype}" if isinstance(vision_attention, torch.Tensor)
-                            else ""))
-    if tuple(vision_attention.shape) != (num_frames, tokens_per_frame):
-        raise ValueError(f"vision_attention must be [T, P] = [{num_frames}, {tokens_per_frame}] like frames, "
-                         f"got shape {tuple(vision_attention.shape)}")
-    if not bool(torch.isfinite(vision_attention).all()):
-        raise ValueError("vision_attention contains non-finite values")
-    return vision_attention.to(device=device, dtype=torch.float32)
 
 
 def static_window_benefits(above: torch.Tensor) -> list[list[int]]:
@@ -273,13 +247,13 @@ def holitom_select(
     """
     num_frames, tokens_per_frame, _ = frames.shape
     if tau is not None:
-        tau = _check_unit_interval("tau", tau, -1.0, 1.0)
-    beta = _check_unit_interval("beta", beta, 0.0, 1.0)
-    dominant_fraction = _check_unit_interval("dominant_fraction", dominant_fraction, 0.0, 1.0)
+        tau = check_range("tau", tau, -1.0, 1.0)
+    beta = check_range("beta", beta, 0.0, 1.0)
+    dominant_fraction = check_range("dominant_fraction", dominant_fraction, 0.0, 1.0)
     dpc_k = check_int("dpc_k", dpc_k, 1)
     max_window = check_int("max_window", max_window, 1)
     device = frames.device
-    attention = _check_attention(vision_attention, num_frames, tokens_per_frame, device)
+    attention = vision_attention_input("holitom", vision_attention, num_frames, tokens_per_frame, device)
     threshold = tau if tau is not None else (TAU_LOW_RATIO if ratio <= LOW_RATIO else TAU_DEFAULT)
 
     x = frames.float()

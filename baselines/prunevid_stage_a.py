@@ -69,7 +69,7 @@ from vcast.budget import paper_total_budget
 from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
-from vcast.validation import check_int, check_positive
+from vcast.validation import check_int, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -228,9 +228,7 @@ def prunevid_stage_a_select(
         dpc_k: nearest neighbours (self included) of the DPC-kNN density, >= 1.
         min_cluster_tokens: groups of at most this many tokens are not clustered, >= 0.
     """
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (-1.0 <= float(tau) <= 1.0):
-        raise ValueError(f"tau must be a number in [-1, 1], got {tau!r}")
-    tau = float(tau)
+    tau = check_range("tau", tau, -1.0, 1.0)
     temporal_segment_ratio = check_positive("temporal_segment_ratio", temporal_segment_ratio)
     if temporal_segment_ratio > 1.0:
         raise ValueError(f"temporal_segment_ratio must be in (0, 1], got {temporal_segment_ratio!r}")

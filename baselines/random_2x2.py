@@ -32,13 +32,7 @@ from typing import Any
 
 import torch
 
-from baselines.grid_cells import (
-    CELL_SIZE,
-    cell_layout,
-    check_cell_ratio,
-    flat_positions,
-    resolve_grid,
-)
+from baselines.grid_cells import CELL_SIZE, flat_positions, frame_cells
 from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
@@ -61,10 +55,9 @@ def random_2x2_select(frames: torch.Tensor, ratio: float, *, seed: int = 0, grid
     Returns:
         Selection with ``T * ceil(h/2) * ceil(w/2)`` kept tokens.
     """
-    check_cell_ratio("random_2x2", ratio)
+    layout = frame_cells("random_2x2", frames, ratio, grid)
     seed = check_int("seed", seed, 0, MAX_SEED)
     num_frames, tokens_per_frame, _ = frames.shape
-    layout = cell_layout(resolve_grid("random_2x2", grid, tokens_per_frame), frames.device)
     generator = torch.Generator().manual_seed(seed)
     draws = torch.randint(0, CELL_SIZE, (num_frames, layout.num_cells), generator=generator).to(frames.device)
     slot = draws % layout.counts[None, :]  # [T, C], uniform over the cell's members (n divides 4)

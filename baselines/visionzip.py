@@ -70,6 +70,7 @@ from typing import Optional
 
 import torch
 
+from baselines.model_inputs import vision_attention_input, vision_keys_input
 from baselines.selection_output import selection_from_positions
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget
@@ -77,7 +78,7 @@ from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import temporal_weights
-from vcast.validation import check_choice, check_positive
+from vcast.validation import check_choice, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -85,32 +86,6 @@ TEMPORAL_CHOICES = ("uniform", "curvature")
 MERGE_CHOICES = ("sum", "mean")
 DOMINANT_RATIO = 54 / 64  # HoliTom's DOMINANT_RATIO (VisionZip README: 54 dominant, 10 contextual)
 KEY_EPS = 1e-12
-
-
-def _check_inputs(frames: torch.Tensor, vision_attention: Optional[torch.Tensor],
-                  vision_keys: Optional[torch.Tensor]) -> None:
-    """ValueError naming a missing or misshaped model input."""
-    num_frames, tokens_per_frame, _ = frames.shape
-    if vision_attention is None:
-        raise ValueError("visionzip needs vision_attention [T, P] (the vision encoder's attention per "
-                         "token); got None")
-    if not isinstance(vision_attention, torch.Tensor) or not vision_attention.is_floating_point():
-        raise ValueError(f"vision_attention must be a float tensor [T, P], got {type(vision_attention).__name__}")
-    if tuple(vision_attention.shape) != (num_frames, tokens_per_frame):
-        raise ValueError(f"vision_attention must be [T, P] = [{num_frames}, {tokens_per_frame}] like frames, "
-                         f"got shape {tuple(vision_attention.shape)}")
-    if not bool(torch.isfinite(vision_attention).all()):
-        raise ValueError("vision_attention contains non-finite values")
-    if vision_keys is None:
-        return
-    if not isinstance(vision_keys, torch.Tensor) or not vision_keys.is_floating_point():
-        raise ValueError(f"vision_keys must be a float tensor [T, P, d], got {type(vision_keys).__name__}")
-    if (vision_keys.dim() != 3 or tuple(vision_keys.shape[:2]) != (num_frames, tokens_per_frame)
-            or vision_keys.shape[2] == 0):
-        raise ValueError(f"vision_keys must be [T, P, d] = [{num_frames}, {tokens_per_frame}, d>0] like frames, "
-                         f"got shape {tuple(vision_keys.shape)}")
-    if not bool(torch.isfinite(vision_keys).all()):
-        raise ValueError("vision_keys contains non-finite values")
 
 
 def _compress_group(tokens: torch.Tensor, attention: torch.Tensor, keys: torch.Tensor,
@@ -195,15 +170,14 @@ def visionzip_select(
         density [T]; ``K = floor(r T P)``.
     """
     num_frames, tokens_per_frame, _ = frames.shape
-    if (isinstance(dominant_ratio, bool) or not isinstance(dominant_ratio, (int, float))
-            or not 0.0 <= float(dominant_ratio) <= 1.0):
-        raise ValueError(f"dominant_ratio must be a number in [0, 1], got {dominant_ratio!r}")
+    dominant_ratio = check_range("dominant_ratio", dominant_ratio, 0.0, 1.0)
     check_choice("temporal", temporal, TEMPORAL_CHOICES)
     tau = check_positive("tau", tau)
     check_choice("merge", merge, MERGE_CHOICES)
-    _check_inputs(frames, vision_attention, vision_keys)
-
     device = frames.device
+    attention = vision_attention_input("visionzip", vision_attention, num_frames, tokens_per_frame, device)
+    if vision_keys is not None:
+        vision_keys = vision_keys_input(vision_keys, num_frames, tokens_per_frame, device)
     total = paper_total_budget(ratio, num_frames, tokens_per_frame, 0)
     k_min = 1 if total >= num_frames else 0
     if temporal == "curvature":
@@ -212,8 +186,7 @@ def visionzip_select(
         density = torch.full((num_frames,), 1.0 / num_frames, device=device)
     budgets = allocate_paper(density, total, tokens_per_frame, k_min)
 
-    attention = vision_attention.to(device=device, dtype=torch.float32)
-    keys_source = frames if vision_keys is None else vision_keys.to(device)
+    keys_source = frames if vision_keys is None else vision_keys
     positions, outputs = [], []
     budget_list = budgets.tolist()
     # Frames with equal budgets are compressed together (uniform budgets take 1-2 groups, each a

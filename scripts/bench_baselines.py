@@ -19,21 +19,10 @@ import time
 import torch
 
 import vcast
+from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import method_inputs
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def stand_in_inputs(method: str, frames: int, side: int, device: str) -> dict:
-    """Deterministic model inputs with the adapters' shapes (the values only steer the choice)."""
-    generator = torch.Generator().manual_seed(1)
-    inputs = {
-        "grid": (side, side),
-        "vision_attention": torch.rand(frames, side * side, generator=generator).softmax(-1),
-        "vision_keys": torch.randn(frames, side * side, 72, generator=generator),
-    }
-    return {name: value.to(device) if isinstance(value, torch.Tensor) else value
-            for name, value in inputs.items() if name in method_inputs(method)}
 
 
 def timed(call, device: str, repeats: int, warmup: int) -> tuple[float, object]:
@@ -74,7 +63,9 @@ def main() -> None:
     results = {}
     for method in ["vcast", *[m for m in methods if m != "vcast"]]:
         ratio = 0.25 if method.endswith("_2x2") else args.ratio  # these fix their own ratio
-        extra = stand_in_inputs(method, args.frames, args.side, args.device)
+        extra = {name: value.to(args.device) if isinstance(value, torch.Tensor) else value
+                 for name, value in stand_in_inputs(method_inputs(method), args.frames, (args.side, args.side), 72,
+                                                    torch.Generator().manual_seed(1)).items()}
         seconds, selection = timed(lambda: vcast.select(frames, ratio, method=method, **extra), args.device,
                                    args.repeats, args.warmup)
         results[method] = (seconds, int(selection.keep.numel()), selection.merges)

@@ -67,6 +67,15 @@ def check_positive(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_range(name: str, value: Any, low: float, high: float) -> float:
+    """Return ``value`` as a float in ``[low, high]`` (finite, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
 def check_weights(name: str, value: Any) -> tuple[float, float]:
     """Return a pair of finite, non-negative floats, not both zero."""
     try:

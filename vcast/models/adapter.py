@@ -169,8 +169,8 @@ class Adapter:
         """A record of one call of ``vision_modules()[0]``: what it encodes, in LLM tokens."""
         raise NotImplementedError
 
-    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """From the feature-layer attention's inputs: attention column means ``[N]`` and head-mean
         keys ``[N, d]`` per LLM token of the call, pooled like the tokens."""
         raise NotImplementedError

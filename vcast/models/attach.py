@@ -11,6 +11,7 @@ from torch import nn
 from vcast.api import select
 from vcast.models.adapter import Adapter
 from vcast.models.handle import PruningHandle
+from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import check_params, get_method, method_inputs
 from vcast.validation import check_ratio
 
@@ -96,12 +97,7 @@ def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> No
     """
     generator = torch.Generator().manual_seed(0)
     frames = torch.randn(4, 1024, 8, generator=generator)
-    stand_ins = {  # the model inputs a method declares, with the shapes the adapters supply
-        "grid": (32, 32),
-        "vision_attention": torch.rand(4, 1024, generator=generator).softmax(-1),
-        "vision_keys": torch.randn(4, 1024, 8, generator=generator),
-    }
-    inputs = {name: stand_ins[name] for name in method_inputs(method)}
+    inputs = stand_in_inputs(method_inputs(method), 4, (32, 32), 8, generator)
     try:
         select(frames, ratio, method=method, **params, **inputs)
     except ValueError as error:

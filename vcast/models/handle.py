@@ -255,11 +255,8 @@ class PruningHandle:
                 f"{type(attention_mask).__name__} {tuple(getattr(attention_mask, 'shape', ()))} "
                 "(a static or compiled cache builds 4-D masks; use the default dynamic cache)"
             )
-        videos = [s for s in segments if s.kind == "video"]
-        if self._inputs and len(videos) != len(segments):
-            raise ValueError(f"{self.adapter.family}: method {self.method!r} needs {', '.join(self._inputs)}, "
-                             "which vcast reads for videos only; attach with compress_images=False")
-        model_inputs = (inputs_for_videos(records, [(s.frames, s.tokens_per_frame) for s in videos], self._inputs,
+        # attach refuses compress_images for such methods, so every segment is a video here.
+        model_inputs = (inputs_for_videos(records, [(s.frames, s.tokens_per_frame) for s in segments], self._inputs,
                                           self.adapter.family) if self._inputs else [{} for _ in segments])
         device = source.device
         real = (torch.ones(shape, dtype=torch.bool, device=device) if attention_mask is None

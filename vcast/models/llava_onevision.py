@@ -59,8 +59,8 @@ class LlavaOnevisionAdapter(Adapter):
         side = self._pooled_side
         return VisionRecord(units=[(int(pixels.shape[0]), side * side)], grid=[(side, side)])
 
-    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = kwargs.get("hidden_states", args[0] if args else None)  # [F, n, C]
         frames, length, _ = hidden.shape
         queries = module.q_proj(hidden).view(frames, length, module.num_heads, -1).transpose(1, 2)

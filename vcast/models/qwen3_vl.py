@@ -15,6 +15,7 @@ the unpruned maximum + 1, which ``generate`` already carries.
 from __future__ import annotations
 
 import sys
+from itertools import groupby
 from typing import Any, Optional
 
 import torch
@@ -51,8 +52,8 @@ class Qwen3VLAdapter(Adapter):
         rows = [(t, h // merge, w // merge) for t, h, w in grid_thw.tolist()]
         return VisionRecord(units=[(t, h * w) for t, h, w in rows], grid=[(h, w) for _, h, w in rows])
 
-    def feature_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                       record: VisionRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    def feature_scores(self, module: nn.Module, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Each temporal patch attends only to itself (``cu_seqlens``); its ``h * w`` patches come
         grouped by 2x2 merge unit, so a unit's value is the mean of 4 consecutive patches
         (``view(-1, 4)``, not a raster reshape). Keys are taken before the rotary embedding."""
@@ -65,7 +66,8 @@ class Qwen3VLAdapter(Adapter):
         rotated_q, rotated_k = rotary(queries, keys, cos, sin)
         lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
         column_means, start = [], 0
-        for size, count in _equal_runs(lengths):  # frames of one video share a length: batch them
+        for size, run in groupby(lengths):  # frames of one video share a length: batch them
+            count = len(list(run))
             stop = start + size * count
             q = rotated_q[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
             k = rotated_k[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
@@ -195,13 +197,3 @@ class Qwen3VLAdapter(Adapter):
                 "Pass the unpruned 4-row position ids (generate() does this)"
             )
 
-
-def _equal_runs(values: list[int]) -> list[tuple[int, int]]:
-    """``[a, a, b] -> [(a, 2), (b, 1)]``."""
-    runs: list[tuple[int, int]] = []
-    for value in values:
-        if runs and runs[-1][0] == value:
-            runs[-1] = (value, runs[-1][1] + 1)
-        else:
-            runs.append((value, 1))
-    return runs

@@ -74,7 +74,6 @@ class VisionProbe:
         self.adapter = adapter
         self.attention = attention
         self.records: list[VisionRecord] = []
-        self._pending: Optional[VisionRecord] = None
         vision, _ = adapter.vision_modules()
         self._hooks = [vision.register_forward_pre_hook(self._on_vision_call, with_kwargs=True)]
         if attention:
@@ -82,29 +81,41 @@ class VisionProbe:
             self._hooks.append(layer.register_forward_pre_hook(self._on_feature_layer, with_kwargs=True))
 
     def _on_vision_call(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        self._pending = self.adapter.vision_call_layout(args, kwargs)
-        self.records.append(self._pending)
+        self.records.append(self.adapter.vision_call_layout(args, kwargs))
 
     def _on_feature_layer(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        if self._pending is None:
+        if not self.records:  # the layer was called outside an encoder call
             return
+        record = self.records[-1]  # the encoder call this layer runs in
         with torch.no_grad():
-            attention, keys = self.adapter.feature_scores(module, args, kwargs, self._pending)
-        self._pending.attention, self._pending.keys = attention, keys
+            record.attention, record.keys = self.adapter.feature_scores(module, args, kwargs)
 
     def take(self) -> list[VisionRecord]:
         """The records since the last call (the prompt's vision calls), forgetting them."""
-        records, self.records, self._pending = self.records, [], None
+        records, self.records = self.records, []
         return records
 
     def clear(self) -> None:
-        self.records, self._pending = [], None
+        self.records = []
 
     def remove(self) -> None:
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
         self.clear()
+
+
+def stand_in_inputs(names: tuple[str, ...], num_frames: int, grid: tuple[int, int], key_dim: int,
+                    generator: torch.Generator) -> dict[str, Any]:
+    """Random model inputs ``names`` with the shapes the adapters supply, for a ``[T, h * w, D]``
+    video (parameter checks and benchmarks without a model)."""
+    tokens = grid[0] * grid[1]
+    made = {
+        "grid": lambda: grid,
+        "vision_attention": lambda: torch.rand(num_frames, tokens, generator=generator).softmax(-1),
+        "vision_keys": lambda: torch.randn(num_frames, tokens, key_dim, generator=generator),
+    }
+    return {name: made[name]() for name in names}
 
 
 def inputs_for_videos(records: list[VisionRecord], videos: list[tuple[int, int]], needed: tuple[str, ...],
