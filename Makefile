@@ -21,7 +21,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE))
 
-.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-baselines bench-prefill clean \
+.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
 	report-list $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -96,6 +96,9 @@ bench-select: $(STAMP)
 
 bench-baselines: $(STAMP)
 	$(BIN)/python scripts/bench_baselines.py
+
+bench-memory: $(STAMP)
+	$(BIN)/python scripts/bench_memory.py
 
 bench-prefill: $(STAMP)
 	$(BIN)/python scripts/bench_prefill.py

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import vcast
+from vcast.registry import is_llm_method
 
 pytest.importorskip("lmms_eval")
 
@@ -103,9 +104,16 @@ def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dir
     plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25)
     plugin._generate(plugin._prepare([context], [[clip]]), {"max_new_tokens": 2}, "t", [0])
     record = plugin.efficiency.records[-1]
-    (video,) = plugin.handle.stats.segments
+    stats = plugin.handle.stats
+    (video,) = stats.segments
     assert record.video_tokens_kept == video.kept and record.video_tokens_total == video.total
+    assert record.video_tokens_final == stats.final_video_tokens and record.layer_retention == stats.layer_retention
+    if is_llm_method(method):  # drops inside the LLM: fewer tokens reach the last layer than entered it
+        assert stats.llm_stages and 0 < record.video_tokens_final < video.kept
+        assert 0 < record.layer_retention < 1
+        return
     assert 0 < video.kept < video.total
+    assert record.video_tokens_final == video.kept and record.layer_retention == video.kept / video.total
     if method.endswith("_2x2"):  # one token per 2x2 cell of the frame's grid
         side = round(video.tokens_per_frame**0.5) if arch == "llava_onevision" else None
         if side is not None:

@@ -307,7 +307,8 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(tiny_dirs: d
     demo_methods = yaml.safe_load((CONFIG_DIR / "experiment" / "demo.yaml").read_text())["hydra"]["sweeper"]["params"]["method"]
     assert sorted((r["frames"], r["ratio"], r["method"]) for r in rows) == sorted(
         ("8", "1" if m == "vanilla" else "0.25", m) for m in demo_methods.split(","))
-    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods())  # the demo shows them all
+    # the demo shows them all but PDrop (its layer average of 25% is unreachable on 3 layers; see demo.yaml)
+    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods()) - {"pdrop"}
     # The table's numbers are the cells' own scores.
     cells = {json.loads(p.read_text())["spec"]["method"]: json.loads(p.read_text())
              for p in out.rglob("cell.json")}
@@ -317,6 +318,8 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(tiny_dirs: d
         efficiency = cell["efficiency"]
         kept = 100 * efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
         assert float(row["KeptPct"]) == pytest.approx(kept)
+        assert float(row["LayerAvgPct"]) == pytest.approx(100 * efficiency["layer_retention"])
+        assert float(row["LayerAvgPct"]) <= float(row["KeptPct"]) + 1e-9
     assert (out / "budget-profiles.png").read_bytes().startswith(b"\x89PNG")
 
 

@@ -104,23 +104,28 @@ def test_every_experiment_composes_into_valid_cells(experiment: str) -> None:
         assert (len(str(params.task).split(",")), len(str(params.method).split(","))) == (tasks, methods)
 
 
-IN_LLM_PENDING = {"fastv", "pdrop", "sparsevlm", "flashvid", "prunevid", "framefusion"}  # Baselines II
-
-
 @pytest.mark.parametrize("method", sorted(p.stem for p in (CONFIGS / "method").glob("*.yaml")))
-def test_every_method_config_is_runnable_or_named_pending(method: str) -> None:
-    """A method config either passes the sweep's preflight and ``attach``'s own parameter check
-    (at its fixed ratio or 0.25), or is one of the in-LLM methods still to come, refused by name."""
+def test_every_method_config_is_runnable(method: str) -> None:
+    """Every method config passes the sweep's preflight and ``attach``'s own parameter check (at its
+    fixed ratio or 0.25); an in-LLM method's plan fits the real models' depths (28 and 36 layers)."""
+    import vcast
     from vcast.models.attach import _check_param_values
+    from vcast.models.llm_plan import LLMInfo
+    from vcast.registry import get_method, is_llm_method
     from vcast.sweep.spec import preflight, spec_from_config
 
     spec = spec_from_config(_compose([f"method={method}", "ratio=0.25"]), "x")
-    reason = preflight(spec)
-    if spec.method_id in IN_LLM_PENDING:
-        assert reason is not None and "not implemented" in reason
+    assert preflight(spec) is None, preflight(spec)
+    assert spec.method_id in vcast.available_methods()
+    if not is_llm_method(spec.method_id):
+        _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
         return
-    assert reason is None, reason
-    _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
+    for llm in (LLMInfo("LLaVA-OneVision", 28), LLMInfo("Qwen3-VL", 36)):
+        plan = get_method(spec.method_id)(spec.ratio, llm, **spec.method_params)
+        plan.check(llm)
+        assert plan.stages
+        if plan.pre_method is not None:
+            _check_param_values(plan.pre_method, plan.pre_ratio, dict(plan.pre_params))
 
 
 def test_real_benchmarks_are_lmms_eval_tasks() -> None:
@@ -229,6 +234,32 @@ def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path,
         share = efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
         assert share == pytest.approx(0.25, abs=0.01) if name != "dycoke" else share > 0.4
     assert cells["visionzip_vcast"]["spec"]["method_params"] == {"temporal": "curvature"}
+
+
+@pytest.mark.slow
+def test_in_llm_method_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """Every in-LLM method config through the sweep and the lmms-eval plugin on the tiny LLaVA-OneVision
+    (the demo runs them on the tiny Qwen3-VL): each cell ok, and fewer tokens per layer than entered."""
+    import vcast
+    from vcast.registry import is_llm_method
+
+    methods = sorted(m for m in vcast.available_methods() if is_llm_method(m))
+    command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "experiment=demo", "model=tiny_llava_ov",
+               f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2", "ratio=0.6",
+               f"method={','.join(methods)}", "-m"]  # 0.6: PDrop's layer average is reachable on 2 layers
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    cells = {path.parts[-4]: json.loads(path.read_text()) for path in tmp_path.rglob("cell.json")}
+    assert sorted(cells) == methods
+    for name, record in cells.items():
+        assert record["status"] == "ok", (name, record.get("log_tail"))
+        efficiency = record["efficiency"]
+        entered = efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
+        if name == "framefusion":  # its cost budget may be used up before the LLM (see its file)
+            assert 0 <= efficiency["layer_retention"] <= entered
+        else:
+            assert 0 < efficiency["layer_retention"] < entered, name
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from vcast.registry import check_params, get_method
+from vcast.registry import check_params, get_method, is_llm_method
 from vcast.selection import Selection
 from vcast.validation import check_frames, check_ratio
 
@@ -26,9 +26,12 @@ def select(frames: torch.Tensor, ratio: float, method: str = "vcast", **params: 
         (and ``tokens`` [K, D] for merging methods).
     Raises:
         ValueError: naming the bad value (ratio, shape, non-finite input, unknown method or
-            parameter, or a parameter out of range).
+            parameter, a parameter out of range, or an in-LLM method, which needs the model).
     """
     compressor = get_method(method)
+    if is_llm_method(method):
+        raise ValueError(f"method {method!r} drops tokens inside the language model, so it needs the model: "
+                         "use vcast.models.attach(model, method=...) instead of vcast.select")
     check_params(method, params, allow_inputs=True)
     ratio = check_ratio(ratio)
     check_frames(frames)

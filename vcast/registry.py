@@ -13,6 +13,11 @@ others). They are keyword-only arguments of the compressor, not user parameters:
   LLM token grid like the tokens themselves.
 - ``vision_keys``: float ``[T, P, d]``, that layer's keys averaged over heads (pre-projector
   features, VisionZip's merge metric), pooled the same way.
+
+An **in-LLM method** works inside the language model, so it registers a *planner* instead
+(:func:`register_llm_method`): ``planner(ratio, llm, **params) -> LLMPlan``
+(:mod:`vcast.models.llm_plan`). It shares the names, parameters and checks below, runs under
+:func:`vcast.models.attach` only, and declares the model inputs of its pre-LLM step.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ Compressor = Callable[..., Selection]
 
 _REGISTRY: dict[str, Compressor] = {}
 _INPUTS: dict[str, tuple[str, ...]] = {}
+_IN_LLM: set[str] = set()
 MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
@@ -56,6 +62,33 @@ def register_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Compre
         return fn
 
     return decorator
+
+
+def register_llm_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: make the planner ``fn(ratio, llm, **params) -> LLMPlan`` available as
+    ``vcast.models.attach(model, method=name)``.
+
+    ``inputs``: the model inputs its pre-LLM compressor needs (the adapters supply them to that
+    compressor; the planner does not take them).
+    """
+    register = register_method(name)
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        unknown = sorted(set(inputs) - set(MODEL_INPUTS))
+        if unknown:
+            raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
+        register(fn)
+        _INPUTS[name] = tuple(inputs)
+        _IN_LLM.add(name)
+        return fn
+
+    return decorator
+
+
+def is_llm_method(name: str) -> bool:
+    """Whether ``name`` works inside the language model (a planner, see :func:`register_llm_method`)."""
+    get_method(name)
+    return name in _IN_LLM
 
 
 def _load_plugins() -> None:
@@ -96,7 +129,7 @@ def method_inputs(name: str) -> tuple[str, ...]:
 def method_params(name: str) -> dict[str, Any]:
     """The keyword parameters of method ``name`` with their defaults (model inputs excluded)."""
     signature = inspect.signature(get_method(name))
-    inputs = _INPUTS[name]
+    inputs = () if name in _IN_LLM else _INPUTS[name]
     return {
         p.name: p.default
         for p in signature.parameters.values()
@@ -111,7 +144,7 @@ def check_params(name: str, params: dict[str, Any], allow_inputs: bool = False) 
     under ``attach`` the adapter supplies them).
     """
     accepted = method_params(name)
-    inputs = _INPUTS[name]
+    inputs = () if name in _IN_LLM else _INPUTS[name]
     given_inputs = sorted(set(params) & set(inputs))
     if given_inputs and not allow_inputs:
         raise ValueError(f"{', '.join(map(repr, given_inputs))} of method {name!r} come from the model "

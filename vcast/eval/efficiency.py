@@ -38,6 +38,10 @@ class CallRecord:
     video_tokens_kept: int
     prompt_tokens_before: list[int] = field(default_factory=list)
     prompt_tokens_after: list[int] = field(default_factory=list)
+    # In-LLM methods: video tokens the last layer sees, and the share each layer sees on average
+    # (see vcast.models.stats.CallStats.layer_retention); for other methods these equal the kept ones.
+    video_tokens_final: Optional[int] = None
+    layer_retention: Optional[float] = None
 
 
 class EfficiencyLog:
@@ -64,6 +68,21 @@ def read_records(directory: str | Path) -> list[dict[str, Any]]:
         with path.open(encoding="utf-8") as handle:
             records.extend(json.loads(line) for line in handle if line.strip())
     return records
+
+
+def _mean_per_item(records: list[dict[str, Any]], key: str, items: int) -> Optional[float]:
+    values = [r.get(key) for r in records]
+    if not items or any(v is None for v in values):
+        return None
+    return sum(values) / items
+
+
+def _weighted_retention(records: list[dict[str, Any]]) -> Optional[float]:
+    """The layer-averaged retention over every video token of the cell (calls weighted by their tokens)."""
+    pairs = [(r.get("layer_retention"), r["video_tokens_total"]) for r in records]
+    if not pairs or any(share is None for share, _ in pairs) or not sum(total for _, total in pairs):
+        return None
+    return sum(share * total for share, total in pairs) / sum(total for _, total in pairs)
 
 
 def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dict[str, Any]:
@@ -104,5 +123,7 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
         "mean_video_tokens_total": (sum(r["video_tokens_total"] for r in records) / items) if items else None,
         "mean_video_tokens_kept": (sum(r["video_tokens_kept"] for r in records) / items) if items else None,
         "output_tokens": sum(r["output_tokens"] for r in records),
+        "mean_video_tokens_final": _mean_per_item(records, "video_tokens_final", items),
+        "layer_retention": _weighted_retention(records),
     }
     return out

@@ -267,7 +267,8 @@ class VCastLMM(lmms):
             peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
             timer=stats.timer, video_tokens_total=stats.total_video_tokens,
             video_tokens_kept=stats.kept_video_tokens, prompt_tokens_before=list(stats.tokens_before),
-            prompt_tokens_after=list(stats.tokens_after),
+            prompt_tokens_after=list(stats.tokens_after), video_tokens_final=stats.final_video_tokens,
+            layer_retention=stats.layer_retention,
         ))
 
     def _log_totals(self) -> None:

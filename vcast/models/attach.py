@@ -10,9 +10,9 @@ from torch import nn
 
 from vcast.api import select
 from vcast.models.adapter import Adapter
-from vcast.models.handle import PruningHandle
+from vcast.models.handle import PruningHandle, llm_plan
 from vcast.models.vision_probe import stand_in_inputs
-from vcast.registry import check_params, get_method, method_inputs
+from vcast.registry import check_params, get_method, is_llm_method, method_inputs
 from vcast.validation import check_ratio
 
 _ATTACHED: "weakref.WeakKeyDictionary[nn.Module, PruningHandle]" = weakref.WeakKeyDictionary()
@@ -77,7 +77,15 @@ def attach(
     get_method(method)
     check_params(method, params)
     ratio = check_ratio(ratio)
-    _check_param_values(method, ratio, params)
+    if is_llm_method(method):  # its plan depends on the model: check it against this one
+        try:
+            plan = llm_plan(model, adapter_cls(model, positions, compress_images), method, ratio, params)
+        except ValueError as error:
+            raise ValueError(f"invalid parameters for method {method!r}: {error}") from None
+        if plan.pre_method is not None:
+            _check_param_values(plan.pre_method, plan.pre_ratio, plan.pre_params)
+    else:
+        _check_param_values(method, ratio, params)
     if method_inputs(method) and compress_images:
         raise ValueError(f"method {method!r} needs {', '.join(method_inputs(method))} from the vision encoder, "
                          "which vcast reads for videos only; attach with compress_images=False")

@@ -39,7 +39,8 @@ def _heads(module: nn.Module, projected: torch.Tensor, norm: Optional[nn.Module]
 
 
 def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor],
-                   rows: torch.Tensor, key_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   rows: torch.Tensor, key_mask: Optional[torch.Tensor] = None, *, rotary: bool = True,
+                   causal: bool = True) -> torch.Tensor:
     """Softmax attention of query positions ``rows`` over all keys, as ``module`` computes it.
 
     Args:
@@ -49,21 +50,26 @@ def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embe
         position_embeddings: the ``(cos, sin)`` pair the module receives, each ``[B, S, d]``.
         rows: LongTensor ``[R]`` of query positions (the same for every batch row).
         key_mask: BoolTensor ``[B, S]``, False for padding keys, or None.
+        rotary: apply the rotary embedding (False: PruneVid's pre-RoPE scores; after any q/k norm).
+        causal: mask keys after the row (False: every key, as PruneVid's scores do).
     Returns:
-        float32 ``[B, H, R, S]``: each row sums to 1 over the keys it may see (``j <= row``, not
-        padding); the rest is 0.
+        float32 ``[B, H, R, S]``: each row sums to 1 over the keys it may see (``j <= row`` when
+        ``causal``, not padding); the rest is 0.
     """
     batch, length, _ = hidden_states.shape
     rows = rows.to(hidden_states.device)
     cos, sin = position_embeddings
     queries = _heads(module, module.q_proj(hidden_states.index_select(1, rows)), getattr(module, "q_norm", None))
     keys = _heads(module, module.k_proj(hidden_states), getattr(module, "k_norm", None))
-    rotary = _rotary(module)
-    queries, _ = rotary(queries, queries, cos.index_select(1, rows), sin.index_select(1, rows))
-    _, keys = rotary(keys, keys, cos, sin)
+    if rotary:
+        rotate = _rotary(module)
+        queries, _ = rotate(queries, queries, cos.index_select(1, rows), sin.index_select(1, rows))
+        _, keys = rotate(keys, keys, cos, sin)
     groups = module.num_key_value_groups
     heads = queries.shape[1]
     visible = torch.arange(length, device=rows.device)[None, :] <= rows[:, None]  # [R, S] causal
+    if not causal:
+        visible = torch.ones_like(visible)
     visible = visible[None, None].expand(batch, 1, -1, -1)
     if key_mask is not None:
         visible = visible & key_mask.to(rows.device).bool()[:, None, None, :]

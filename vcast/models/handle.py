@@ -11,6 +11,7 @@ Hooks, all on the instance (no transformers class is touched):
 - language model, pre: at a prefill not pruned yet, select on the embeddings and re-lay them
   (and the mask, positions and DeepStack features); at decode, re-align the attention mask
   and positions with the pruned cache. Post: end of the prefill timing.
+- decoder layers (in-LLM methods only): :class:`vcast.models.layer_drops.LayerDrops`.
 - vision encoder, pre/post: vision timing.
 
 ``generate``'s own ``input_ids``, attention mask and position ids stay full-length: its output
@@ -28,11 +29,13 @@ from torch import nn
 
 from vcast.api import select
 from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource, flat_tokens
+from vcast.models.layer_drops import LayerDrops, VideoTags
 from vcast.models.layout import SequenceLayout, plan_layout
+from vcast.models.llm_plan import LLMInfo, LLMPlan
 from vcast.models.meters import Clock, Mark, PeakMemory
-from vcast.models.stats import CallStats, SegmentStats
+from vcast.models.stats import CallStats, LLMStageStats, SegmentStats
 from vcast.models.vision_probe import VisionProbe, inputs_for_videos
-from vcast.registry import method_inputs
+from vcast.registry import get_method, is_llm_method, method_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ class _CallRecord:
     tokens_after: Optional[torch.Tensor] = None
     peak_memory: Optional[int] = None
     pruned: bool = False
+    llm_stages: list[LLMStageStats] = field(default_factory=list)
 
 
 class PruningHandle:
@@ -97,6 +101,13 @@ class PruningHandle:
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
         self._inputs = method_inputs(method)
         self._probe: Optional[VisionProbe] = None
+        self.plan: Optional[LLMPlan] = None
+        self._drops: Optional[LayerDrops] = None
+        self._tags: Optional[VideoTags] = None
+        self._pre = (method, ratio, self.params)  # the compressor run before the language model
+        if is_llm_method(method):
+            self.plan = llm_plan(model, adapter, method, ratio, self.params)
+            self._pre = (self.plan.pre_method, self.plan.pre_ratio, dict(self.plan.pre_params))
         self._register()
 
     # Public ---------------------------------------------------------------------------------
@@ -126,6 +137,9 @@ class PruningHandle:
         if self._probe is not None:
             self._probe.remove()
             self._probe = None
+        if self._drops is not None:
+            self._drops.remove()
+            self._drops = None
         self._context = self._active = None
         _forget(self.model, self)
 
@@ -153,6 +167,8 @@ class PruningHandle:
             vision_first.register_forward_pre_hook(self._on_vision_start),
             vision_last.register_forward_hook(self._on_vision_end),
         ]
+        if self.plan is not None:
+            self._drops = LayerDrops(adapter.language_model, self.plan, llm_info(self.model, adapter), adapter.family)
         if self._inputs:  # only methods that read the vision encoder pay for it
             needs_attention = bool({"vision_attention", "vision_keys"} & set(self._inputs))
             self._probe = VisionProbe(adapter, attention=needs_attention)
@@ -223,6 +239,12 @@ class PruningHandle:
         if self._prefill_start is not None and self._record is not None:
             self._record.prefill.append((self._prefill_start, self._clock.mark()))
         self._prefill_start = None
+        if self._drops is not None:
+            kept = self._drops.end_prefill()
+            if kept and self._record is not None:
+                self._record.llm_stages = [
+                    LLMStageStats(layer=layer, kept=[int(c.numel()) for c in columns], columns=[c.cpu() for c in columns])
+                    for layer, columns in kept]
 
     def _on_language_model(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
         if _is_prefill(kwargs):
@@ -233,11 +255,26 @@ class PruningHandle:
                 rewritten = self._prune_embedded(args, kwargs, context)
                 if self._record is not None:
                     self._record.selection.append((start, self._clock.mark()))
+            if self._drops is not None:
+                rewritten = self._begin_llm_stages(args, kwargs, rewritten)
             self._prefill_start = self._clock.mark()
             return rewritten
         if self._active is None:
             return None
         return args, self._realign_decode(kwargs, self._active)
+
+    def _begin_llm_stages(self, args: tuple, kwargs: dict, rewritten: Optional[tuple[tuple, dict]]) -> tuple[tuple, dict]:
+        """Hand the language model's (possibly pre-pruned) inputs to the in-LLM stages."""
+        if rewritten is not None:
+            args, kwargs = rewritten
+        embeds = kwargs.get("inputs_embeds")
+        if embeds is None:
+            raise ValueError(f"{self.adapter.family}: in-LLM methods need the language model called with "
+                             "inputs_embeds (as the multimodal model does)")
+        tags, self._tags = self._tags, None
+        if tags is None or tags.frame.shape != embeds.shape[:2]:
+            tags = VideoTags.empty(tuple(embeds.shape[:2]), embeds.device)
+        return args, self._drops.begin_prefill(dict(kwargs), tags)
 
     # Prefill: select, then re-lay --------------------------------------------------------------
     def _select(self, context: PromptContext, source: TokenSource, attention_mask: Optional[torch.Tensor],
@@ -247,8 +284,10 @@ class PruningHandle:
         written into ``source`` at their positions."""
         segments = self.adapter.segments(context, source)
         records = self._probe.take() if self._probe is not None else []
+        self._tags = None
         if not segments:
             return None
+        method, ratio, params = self._pre
         if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2):
             raise ValueError(
                 f"{self.adapter.family}: pruning needs a 2-D attention mask [B, L] at prefill, got "
@@ -263,12 +302,22 @@ class PruningHandle:
                 else attention_mask.to(device).bool())
         survives = real.clone()
         record = self._record if self._record is not None else _CallRecord()
+        tags = VideoTags.empty(shape, device) if self._drops is not None else None
+        videos_in_row: dict[int, int] = {}
         for segment, extra in zip(segments, model_inputs):
             frames = source.tokens(segment.kind, segment.sample, segment.columns)
             frames = frames.view(segment.frames, segment.tokens_per_frame, -1)
             extra = {name: value.to(frames.device) if isinstance(value, torch.Tensor) else value
                      for name, value in extra.items()}
-            selection = select(frames, self.ratio, method=self.method, **self.params, **extra)
+            selection = (select(frames, ratio, method=method, **params, **extra) if method is not None
+                         else select(frames, 1.0, method="vanilla"))
+            if tags is not None and segment.kind == "video":
+                kept_columns = segment.columns[selection.keep.to(device)]
+                keep = selection.keep.to(device)
+                tags.frame[segment.sample, kept_columns] = keep // segment.tokens_per_frame
+                tags.patch[segment.sample, kept_columns] = keep % segment.tokens_per_frame
+                tags.video[segment.sample, kept_columns] = videos_in_row.get(segment.sample, 0)
+                videos_in_row[segment.sample] = videos_in_row.get(segment.sample, 0) + 1
             if selection.merges:
                 source.write(segment.kind, segment.sample, segment.columns[selection.keep.to(device)], selection.tokens)
             dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=device)
@@ -281,6 +330,7 @@ class PruningHandle:
             ))
         record.tokens_before = real.sum(1)
         record.tokens_after = survives.sum(1)
+        self._tags = tags
         if torch.equal(record.tokens_before, record.tokens_after) and not source.written:
             return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
         record.pruned = True
@@ -306,6 +356,7 @@ class PruningHandle:
         if survives is None:
             return None
         layout = plan_layout(survives, attention_mask)
+        self._relay_tags(layout)
         kwargs = dict(kwargs)
         kwargs["inputs_embeds"] = layout.gather(source.embeddings, dim=1)
         kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
@@ -331,6 +382,7 @@ class PruningHandle:
         flat = source.flat  # with any merged tokens written in
         length = input_ids.shape[1]
         layout = plan_layout(survives, attention_mask)
+        self._relay_tags(layout)
         valid = layout.valid.to(input_ids.device)
         kwargs = dict(kwargs)
         kwargs["input_ids"] = layout.gather(input_ids, dim=1).masked_fill(~valid, self._filler_token())
@@ -343,6 +395,10 @@ class PruningHandle:
         logger.debug("%s: pruned the prompt before embedding %d -> %d tokens", self.adapter.family, length,
                      layout.width)
         return kwargs
+
+    def _relay_tags(self, layout: SequenceLayout) -> None:
+        if self._tags is not None:
+            self._tags = self._tags.gather(layout)
 
     def _filler_token(self) -> int:
         """A text token for pad slots (masked out; it only must not be a visual placeholder)."""
@@ -401,4 +457,19 @@ class PruningHandle:
             vision_s=total(record.vision), selection_s=total(record.selection), prefill_s=total(record.prefill),
             decode_s=total(record.decode), decode_steps=len(record.decode), peak_memory_bytes=record.peak_memory,
             memory_source=self._memory.source, timer=self._clock.kind, pruned=record.pruned,
+            num_layers=self._drops.llm.num_layers if self._drops is not None else None,
+            llm_stages=list(record.llm_stages),
         )
+
+
+def llm_info(model: nn.Module, adapter: Adapter) -> LLMInfo:
+    """The language model's family and depth."""
+    return LLMInfo(family=adapter.family, num_layers=len(adapter.language_model.layers))
+
+
+def llm_plan(model: nn.Module, adapter: Adapter, method: str, ratio: float, params: dict[str, Any]) -> LLMPlan:
+    """The plan of in-LLM method ``method`` for this model (ValueError naming what does not fit)."""
+    llm = llm_info(model, adapter)
+    plan = get_method(method)(ratio, llm, **params)
+    plan.check(llm)
+    return plan

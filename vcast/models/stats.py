@@ -40,6 +40,22 @@ class SegmentStats:
 
 
 @dataclass(frozen=True)
+class LLMStageStats:
+    """One in-LLM drop of one call.
+
+    Attributes:
+        layer: ``K``: the layers from ``K`` on see the kept tokens.
+        kept: video tokens per sample from layer ``K`` on.
+        columns: per sample, LongTensor (CPU) of the kept video tokens' columns in the sequence
+            that entered the language model (after any pre-LLM pruning).
+    """
+
+    layer: int
+    kept: list[int]
+    columns: list[torch.Tensor]
+
+
+@dataclass(frozen=True)
 class CallStats:
     """The last compressed ``forward``/``generate`` call.
 
@@ -48,7 +64,9 @@ class CallStats:
     video tokens, selecting and re-laying the sequence, ``prefill_s`` the language model's
     prefill on the pruned sequence, ``decode_s`` all decoding steps (``decode_steps`` of them).
     ``peak_memory_bytes`` is over the whole call; ``memory_source`` says what it measured.
-    ``tokens_before`` / ``tokens_after`` are the real (unpadded) prompt lengths per sample.
+    ``tokens_before`` / ``tokens_after`` are the real (unpadded) prompt lengths per sample
+    entering the language model. In-LLM methods also drop tokens between layers:
+    ``llm_stages`` lists the drops and ``num_layers`` is the language model's depth.
     """
 
     method: str
@@ -65,6 +83,8 @@ class CallStats:
     memory_source: str
     timer: str
     pruned: bool = field(default=False)
+    num_layers: Optional[int] = None
+    llm_stages: list[LLMStageStats] = field(default_factory=list)
 
     @property
     def videos(self) -> list[SegmentStats]:
@@ -78,11 +98,36 @@ class CallStats:
     def total_video_tokens(self) -> int:
         return sum(s.total for s in self.videos)
 
+    @property
+    def final_video_tokens(self) -> int:
+        """Video tokens the last layer sees (after every in-LLM stage)."""
+        if not self.llm_stages:
+            return self.kept_video_tokens
+        return sum(self.llm_stages[-1].kept)
+
+    @property
+    def layer_retention(self) -> Optional[float]:
+        """The share of the video tokens each decoder layer sees, averaged over the layers
+        (tokens removed before and inside the LLM, weighted by the layers they live through);
+        None without video tokens. Equals ``kept / total`` for a method that works before the LLM."""
+        total = self.total_video_tokens
+        if total == 0:
+            return None
+        if not self.llm_stages or not self.num_layers:
+            return self.kept_video_tokens / total
+        bounds = [0, *(stage.layer for stage in self.llm_stages), self.num_layers]
+        counts = [self.kept_video_tokens, *(sum(stage.kept) for stage in self.llm_stages)]
+        seen = sum((bounds[i + 1] - bounds[i]) * counts[i] for i in range(len(counts)))
+        return seen / (self.num_layers * total)
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: tensors become lists."""
         out = asdict(self)
         for segment in out["segments"]:
             segment["keep"] = segment["keep"].tolist()
             segment["positions"] = segment["positions"].tolist()
-        out.update(kept_video_tokens=self.kept_video_tokens, total_video_tokens=self.total_video_tokens)
+        for stage in out["llm_stages"]:
+            stage["columns"] = [columns.tolist() for columns in stage["columns"]]
+        out.update(kept_video_tokens=self.kept_video_tokens, total_video_tokens=self.total_video_tokens,
+                   final_video_tokens=self.final_video_tokens, layer_retention=self.layer_retention)
         return out

@@ -38,7 +38,9 @@ EFFICIENCY_COLUMNS = {
 }
 # Budget honesty: tokens the method really kept (cell.json "efficiency"), shown with --kept-tokens.
 KEPT_TOKENS, KEPT_PERCENT = "KeptTokens", "KeptPct"
-SIDE_COLUMNS = (*EFFICIENCY_COLUMNS.values(), KEPT_TOKENS, KEPT_PERCENT)  # not benchmarks
+# In-LLM methods drop tokens between layers too: the share each layer sees, averaged over layers.
+LAYER_PERCENT = "LayerAvgPct"
+SIDE_COLUMNS = (*EFFICIENCY_COLUMNS.values(), KEPT_TOKENS, KEPT_PERCENT, LAYER_PERCENT)  # not benchmarks
 FAILED_STATUSES = ("oom", "failed")
 
 
@@ -88,6 +90,9 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
     if isinstance(kept, (int, float)) and isinstance(total, (int, float)) and total > 0:
         rows.append({**base, "benchmark": KEPT_TOKENS, "value": float(kept), "status": "ok"})
         rows.append({**base, "benchmark": KEPT_PERCENT, "value": 100.0 * kept / total, "status": "ok"})
+    layer_share = efficiency.get("layer_retention")
+    if isinstance(layer_share, (int, float)):
+        rows.append({**base, "benchmark": LAYER_PERCENT, "value": 100.0 * layer_share, "status": "ok"})
     return rows
 
 

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from vcast.report.collect import KEPT_PERCENT, one_row_per_cell
+from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT, one_row_per_cell
 from vcast.report.layouts import DERIVED_KEYS, REFERENCE, Column, Layout, Row, Section
 from vcast.report.names import latex, method_latex, method_name, model_name, paper_name
 
@@ -167,8 +167,10 @@ def build_table(frame: pd.DataFrame, layout: Layout, *, model: Optional[str] = N
     Args:
         frame: tidy rows; only ``model`` (default: the layout's) and, when given, ``experiments``
             are used; an efficiency layout reads its ``task`` only.
-        kept_tokens: add a last column "Kept %": the video tokens each method really kept, in
-            percent of the unpruned count, averaged over the row's tasks (not ranked).
+        kept_tokens: add two last columns, averaged over the row's tasks (not ranked): "Kept %",
+            the video tokens each method really let into the language model, in percent of the
+            unpruned count; "Layer-avg %", the share each decoder layer saw on average (lower
+            than "Kept %" for in-LLM methods, which drop more between layers).
     """
     model = model or layout.model
     rows = frame[frame["model"] == model]
@@ -177,8 +179,9 @@ def build_table(frame: pd.DataFrame, layout: Layout, *, model: Optional[str] = N
     if layout.task:
         rows = rows[rows["task"] == layout.task]
     if kept_tokens:
-        layout = replace(layout, columns=(*layout.columns, Column(KEPT_PERCENT, "Kept %", ranked=False)))
-        rows = _mean_over_tasks(rows, KEPT_PERCENT)
+        layout = replace(layout, columns=(*layout.columns, Column(KEPT_PERCENT, "Kept %", ranked=False),
+                                          Column(LAYER_PERCENT, "Layer-avg %", ranked=False)))
+        rows = _mean_over_tasks(_mean_over_tasks(rows, KEPT_PERCENT), LAYER_PERCENT)
     if rows.empty and not frame.empty:
         logger.warning("%s: no cells of model %s%s; every value is missing", layout.label, model,
                        f" in experiment(s) {', '.join(experiments)}" if experiments else "")

@@ -1,0 +1,332 @@
+"""Drop or merge video tokens inside the language model, between decoder layers.
+
+:class:`LayerDrops` carries out an :class:`~vcast.models.llm_plan.LLMPlan` on one model instance
+with PyTorch hooks on its decoder layers (no transformers class is touched):
+
+- **forward hook on layer K-1** (a stage boundary): compute the attention rows the stage asks
+  for (:func:`vcast.models.attention_rows.attention_rows` next to the layer's SDPA /
+  FlashAttention, or the eager weights), call the stage's ``choose`` per batch row, write any
+  merged hidden states, and return the re-laid hidden states ``[B, S', C]``;
+- **forward pre-hook on every layer >= K**: at prefill, hand it the re-laid position
+  embeddings (the kept tokens' own ``(cos, sin)``, or re-computed ones for compacted positions),
+  position ids and attention mask; at decode, pick its cache's columns out of the step's
+  layer-0 mask and, for compacted positions, give the new token the position that continues
+  this layer's own sequence.
+- **DeepStack** (Qwen3-VL adds vision features to the visual tokens after layers 0..n-1 inside
+  the text model's loop, against a mask local to that loop): while a plan is active the hook
+  takes ``deepstack_visual_embeds`` out of the text model's inputs and adds each layer's
+  features itself, in the layer's forward hook, to the visual tokens still present (same
+  operation, same rows, so with nothing dropped the result is bit-identical).
+
+The KV cache follows by itself: ``DynamicCache`` keeps one length per layer, so the layers
+after a drop cache only the kept tokens; ``generate``'s bookkeeping reads layer 0, which still
+holds the whole (pre-LLM) prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from vcast.models.attention_rows import attention_rows
+from vcast.models.layout import SequenceLayout, compact_positions, plan_layout
+from vcast.models.llm_masks import check_implementation, decode_mask, prefill_mask
+from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageInputs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VideoTags:
+    """Where the video tokens are in a ``[B, S]`` sequence: -1 everywhere else.
+
+    Attributes:
+        frame: LongTensor ``[B, S]``: frame (temporal patch) within its video.
+        patch: LongTensor ``[B, S]``: on-grid index within its frame.
+        video: LongTensor ``[B, S]``: which video of the row.
+    """
+
+    frame: torch.Tensor
+    patch: torch.Tensor
+    video: torch.Tensor
+
+    @classmethod
+    def empty(cls, shape: tuple[int, int], device: torch.device) -> "VideoTags":
+        none = torch.full(shape, -1, dtype=torch.long, device=device)
+        return cls(none, none.clone(), none.clone())
+
+    def gather(self, layout: SequenceLayout) -> "VideoTags":
+        def pick(values: torch.Tensor) -> torch.Tensor:
+            return layout.gather(values, dim=1).masked_fill(~layout.valid.to(values.device), -1)
+
+        return VideoTags(pick(self.frame), pick(self.patch), pick(self.video))
+
+
+@dataclass
+class _StageLayout:
+    """The sequence the layers from ``layer`` on hold (for decoding)."""
+
+    layer: int
+    columns: torch.Tensor  # [B, S_s] layer-0 column of each slot
+    valid: torch.Tensor  # [B, S_s]
+    compact: bool
+
+
+@dataclass
+class _Prefill:
+    """State of one prefill while it runs through the layers."""
+
+    tags: VideoTags
+    valid: torch.Tensor  # [B, S] real tokens
+    columns: torch.Tensor  # [B, S] layer-0 column of each slot
+    embeddings: torch.Tensor  # [B, S0, C] layer-0 input
+    entry_tags: VideoTags
+    deepstack: Optional[list[torch.Tensor]] = None
+    deepstack_rows: Optional[torch.Tensor] = None  # [B, S] row of each visual token's DeepStack feature, or -1
+    relaid: Optional[dict[str, Any]] = None  # kwargs for the layers after the last drop
+    states: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)  # per stage run: (K, kept columns per row)
+    eager_weights: Optional[torch.Tensor] = None
+
+
+class LayerDrops:
+    """The hooks of one in-LLM plan on one model; owned by a :class:`~vcast.models.handle.PruningHandle`."""
+
+    def __init__(self, language_model: nn.Module, plan: LLMPlan, llm: LLMInfo, family: str) -> None:
+        self.language_model = language_model
+        self.plan = plan
+        self.llm = llm
+        self.layers = list(language_model.layers)
+        self.implementation = language_model.config._attn_implementation
+        check_implementation(self.implementation)
+        if plan.scores == "eager" and self.implementation != "eager":
+            raise ValueError("scores='eager' reads the attention weights of the eager kernel; load the model with "
+                             f"attn_implementation='eager' (it has {self.implementation!r})")
+        # Qwen3-VL's three MRoPE axes cannot be re-numbered: its positions stay the original ones.
+        self.compact = plan.positions == "compact" and family != "Qwen3-VL"
+        self._stages = {stage.layer: stage for stage in plan.stages}
+        self._prefill: Optional[_Prefill] = None
+        self._decode: list[_StageLayout] = []
+        self._prefill_width = 0
+        self._hooks = []
+        for index, layer in enumerate(self.layers):
+            self._hooks.append(layer.register_forward_pre_hook(self._make_pre_hook(index), with_kwargs=True))
+            self._hooks.append(layer.register_forward_hook(self._make_post_hook(index), with_kwargs=True))
+        if plan.scores == "eager":
+            for stage in plan.stages:
+                if stage.queries is not None:
+                    attention = self.layers[stage.layer - 1].self_attn
+                    self._hooks.append(attention.register_forward_hook(self._keep_eager_weights))
+
+    def remove(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+        self._prefill = None
+        self._decode = []
+
+    # Called by the handle ---------------------------------------------------------------------
+    def begin_prefill(self, kwargs: dict[str, Any], tags: VideoTags) -> dict[str, Any]:
+        """Start a prefill (the language model's inputs after any pre-LLM pruning); returns them
+        with DeepStack taken over."""
+        embeds = kwargs["inputs_embeds"]
+        mask = kwargs.get("attention_mask")
+        batch, width = embeds.shape[:2]
+        valid = (torch.ones(batch, width, dtype=torch.bool, device=embeds.device) if mask is None
+                 else mask.to(embeds.device).bool())
+        columns = torch.arange(width, device=embeds.device).expand(batch, width)
+        state = _Prefill(tags=tags, valid=valid, columns=columns, embeddings=embeds, entry_tags=tags,
+                         states=[{} for _ in range(batch)])
+        deepstack = kwargs.get("deepstack_visual_embeds")
+        if deepstack is not None:
+            visual = kwargs["visual_pos_masks"].to(embeds.device)
+            rows = (visual.flatten().long().cumsum(0) - 1).view(visual.shape)
+            state.deepstack = list(deepstack)
+            state.deepstack_rows = rows.masked_fill(~visual, -1)
+            kwargs = dict(kwargs, deepstack_visual_embeds=None, visual_pos_masks=None)
+        self._prefill = state
+        self._decode = []
+        self._prefill_width = width
+        return kwargs
+
+    def end_prefill(self) -> Optional[list[tuple[int, list[torch.Tensor]]]]:
+        """Close the prefill: per stage that ran, ``(K, kept video columns per row)`` in the
+        language model's input sequence (None outside a prefill)."""
+        state, self._prefill = self._prefill, None
+        return None if state is None else state.kept
+
+    @property
+    def active(self) -> bool:
+        return bool(self._decode)
+
+    # Hooks --------------------------------------------------------------------------------------
+    def _make_pre_hook(self, index: int):
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
+            if self._prefill is not None:
+                if self._prefill.relaid is None:
+                    return None
+                return args, {**kwargs, **self._prefill.relaid}
+            stage = self._decode_stage(index)
+            if stage is None:
+                return None
+            return args, self._decode_kwargs(index, stage, args, kwargs)
+
+        return hook
+
+    def _make_post_hook(self, index: int):
+        def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+            state = self._prefill
+            if state is None:
+                return None
+            hidden = output[0] if isinstance(output, tuple) else output
+            if state.deepstack is not None and index < len(state.deepstack):
+                hidden = self._add_deepstack(hidden, state, state.deepstack[index])
+            stage = self._stages.get(index + 1)
+            if stage is not None:
+                hidden = self._drop(stage, module, args, kwargs, hidden, state)
+            if isinstance(output, tuple):
+                return (hidden, *output[1:])
+            return hidden
+
+        return hook
+
+    def _keep_eager_weights(self, module: nn.Module, args: tuple, output: Any) -> None:
+        if self._prefill is not None and isinstance(output, tuple) and len(output) > 1 and output[1] is not None:
+            self._prefill.eager_weights = output[1]
+
+    # DeepStack ----------------------------------------------------------------------------------
+    @staticmethod
+    def _add_deepstack(hidden: torch.Tensor, state: _Prefill, features: torch.Tensor) -> torch.Tensor:
+        rows = state.deepstack_rows
+        present = rows >= 0
+        hidden = hidden.clone()
+        features = features.to(hidden.device, hidden.dtype)
+        hidden[present, :] = hidden[present, :] + features.index_select(0, rows[present])
+        return hidden
+
+    # Prefill drop -------------------------------------------------------------------------------
+    def _scores(self, stage: LLMStage, layer: nn.Module, args: tuple, kwargs: dict, hidden: torch.Tensor,
+                state: _Prefill, row: int, queries: torch.Tensor) -> torch.Tensor:
+        """float32 ``[H, R, S]`` attention of ``queries`` in row ``row``."""
+        if self.plan.scores == "eager":
+            weights = state.eager_weights
+            if weights is None:
+                raise RuntimeError("scores='eager' but the attention returned no weights")
+            return weights[row].index_select(1, queries).float()
+        if stage.score_layer == stage.layer - 1:
+            scorer = layer
+            source = kwargs.get("hidden_states", args[0] if args else None)
+        else:
+            scorer = self.layers[stage.layer]
+            source = hidden
+        cos, sin = kwargs["position_embeddings"]
+        normed = scorer.input_layernorm(source[row : row + 1])
+        return attention_rows(scorer.self_attn, normed, (cos[row : row + 1], sin[row : row + 1]), queries,
+                              key_mask=state.valid[row : row + 1], rotary=stage.rotary, causal=stage.causal)[0]
+
+    def _drop(self, stage: LLMStage, layer: nn.Module, args: tuple, kwargs: dict, hidden: torch.Tensor,
+              state: _Prefill) -> torch.Tensor:
+        batch, width = hidden.shape[:2]
+        survives = state.valid.clone()
+        written = hidden
+        kept = []
+        for row in range(batch):
+            visual = ((state.tags.frame[row] >= 0) & state.valid[row]).nonzero().squeeze(1)
+            if visual.numel() == 0:
+                kept.append(state.columns[row, visual])
+                continue
+            real = state.valid[row].nonzero().squeeze(1)
+            if stage.queries == "last":
+                queries = real[-1:]
+            elif stage.queries == "text":
+                queries = real[real > visual[-1]]
+            else:
+                queries = real[:0]
+            attention = (self._scores(stage, layer, args, kwargs, hidden, state, row, queries)
+                         if stage.queries is not None and queries.numel() else None)
+            entry_visual = (state.entry_tags.frame[row] >= 0).nonzero().squeeze(1)
+            inputs = StageInputs(
+                stage=self.plan.stages.index(stage), layer=stage.layer, num_layers=self.llm.num_layers,
+                hidden=hidden[row], visual=visual, frames=state.tags.frame[row, visual],
+                patches=state.tags.patch[row, visual], videos=state.tags.video[row, visual], rows=queries,
+                attention=attention, entry_tokens=int(entry_visual.numel()), embeddings=state.embeddings[row],
+                entry_visual=entry_visual, state=state.states[row],
+            )
+            choice = stage.choose(inputs)
+            keep = choice.keep.to(hidden.device).long()
+            if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= visual.numel()
+                                 or keep.unique().numel() != keep.numel()):
+                raise ValueError(f"stage at layer {stage.layer}: keep must be distinct indices in [0, {visual.numel()}), "
+                                 f"got {keep.tolist()[:20]}")
+            dropped = torch.ones(visual.numel(), dtype=torch.bool, device=hidden.device)
+            dropped[keep] = False
+            survives[row, visual[dropped]] = False
+            if choice.tokens is not None:
+                if written is hidden:
+                    written = hidden.clone()
+                written[row, visual[keep]] = choice.tokens.to(written)
+            kept.append(torch.sort(state.columns[row, visual[keep]]).values)
+        state.kept.append((stage.layer, kept))
+        state.eager_weights = None
+        if bool((survives == state.valid).all()) and written is hidden:
+            return hidden
+        had_padding = not bool(state.valid.all())
+        layout = plan_layout(survives, state.valid.long() if had_padding else None)
+        relaid = dict(state.relaid or {})
+        cos, sin = kwargs["position_embeddings"]
+        new_valid = layout.valid.to(hidden.device)
+        new_hidden = layout.gather(written, dim=1)
+        if self.compact:
+            positions = compact_positions(new_valid)
+            relaid["position_embeddings"] = self.language_model.rotary_emb(new_hidden, positions)
+        else:
+            relaid["position_embeddings"] = (layout.gather(cos, dim=1), layout.gather(sin, dim=1))
+        relaid["position_ids"] = compact_positions(new_valid)
+        relaid["attention_mask"] = prefill_mask(kwargs.get("attention_mask"), layout, self.implementation, hidden.dtype)
+        state.relaid = relaid
+        state.columns = layout.gather(state.columns, dim=1)
+        state.valid = new_valid
+        state.tags = state.tags.gather(layout)
+        if state.deepstack_rows is not None:
+            state.deepstack_rows = layout.gather(state.deepstack_rows, dim=1).masked_fill(~new_valid, -1)
+        self._decode.append(_StageLayout(layer=stage.layer, columns=state.columns, valid=new_valid,
+                                         compact=self.compact))
+        logger.debug("in-LLM drop before layer %d: %d -> %d columns", stage.layer, width, layout.width)
+        return new_hidden
+
+    # Decode -----------------------------------------------------------------------------------------
+    def _decode_stage(self, index: int) -> Optional[_StageLayout]:
+        found = None
+        for stage in self._decode:
+            if stage.layer <= index:
+                found = stage
+        return found
+
+    def _decode_kwargs(self, index: int, stage: _StageLayout, args: tuple, kwargs: dict) -> dict:
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        queries = hidden.shape[1]
+        cache = kwargs.get("past_key_values")
+        if cache is None:
+            raise ValueError("decoding after an in-LLM drop needs the KV cache (use_cache=True)")
+        mask = kwargs.get("attention_mask")
+        if mask is not None:
+            total = mask.shape[-1]
+        else:
+            total = self._prefill_width + cache.get_seq_length(index) - stage.columns.shape[1] + queries
+        batch = stage.columns.shape[0]
+        new = total - self._prefill_width
+        new_columns = torch.arange(self._prefill_width, total, device=stage.columns.device).expand(batch, new)
+        columns = torch.cat([stage.columns, new_columns], 1)
+        keys_valid = torch.cat([stage.valid, torch.ones_like(new_columns, dtype=torch.bool)], 1)
+        kwargs = dict(kwargs)
+        kwargs["attention_mask"] = decode_mask(mask, columns, keys_valid, queries, self.implementation, hidden.dtype)
+        if stage.compact:
+            past = cache.get_seq_length(index) - stage.columns.shape[1]  # tokens decoded so far
+            positions = (stage.valid.sum(1, keepdim=True) + past
+                         + torch.arange(queries, device=stage.valid.device)[None])
+            kwargs["position_embeddings"] = self.language_model.rotary_emb(hidden, positions.to(hidden.device))
+        return kwargs

@@ -1,0 +1,188 @@
+"""What an in-LLM method asks of the model: where to drop video tokens, which attention to read.
+
+An **in-LLM method** (FastV, PDrop, SparseVLM, FlashVID's last step, the inner parts of HoliTom,
+PruneVid and FrameFusion) is registered with :func:`vcast.registry.register_llm_method` as a
+*planner*: ``planner(ratio, llm: LLMInfo, **params) -> LLMPlan``. The plan says
+
+- which ordinary compressor (if any) runs on the video tokens before the LLM (``pre_method``);
+- at which layer boundaries tokens may be dropped or merged (``stages``), and for each, which
+  attention rows the choice needs;
+- how the kept tokens are numbered afterwards (``positions``).
+
+:mod:`vcast.models.layer_drops` carries the plan out inside the model: before layer ``K`` of a
+stage it gives the stage's ``choose`` function one :class:`StageInputs` per batch row and re-lays
+the hidden states, KV cache, positions, masks and DeepStack inputs after its :class:`StageChoice`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+QUERIES = ("last", "text")
+SCORE_MODES = ("rows", "eager")
+
+
+@dataclass(frozen=True)
+class LLMInfo:
+    """The language model a plan is made for.
+
+    Attributes:
+        family: the adapter's family ("Qwen3-VL", "LLaVA-OneVision").
+        num_layers: decoder layers ``L``.
+    """
+
+    family: str
+    num_layers: int
+
+
+@dataclass(frozen=True)
+class StageInputs:
+    """One batch row at one stage boundary (all tensors on the model's device).
+
+    Attributes:
+        stage: index of the stage in the plan.
+        layer: ``K``: the tokens chosen here are the ones layer ``K`` and later see.
+        num_layers: ``L``.
+        hidden: ``[S, C]`` the residual stream entering layer ``K`` (the row's padded width).
+        visual: LongTensor ``[N]``: columns of ``hidden`` holding the video tokens still present,
+            ascending.
+        frames: LongTensor ``[N]``: frame (temporal patch) of each within its video.
+        patches: LongTensor ``[N]``: on-grid index of each within its frame (its original place).
+        videos: LongTensor ``[N]``: which video of the row each belongs to (0, 1, ...).
+        rows: LongTensor ``[R]``: columns of the query rows of ``attention`` (empty without scores).
+        attention: float32 ``[H, R, S]`` softmax attention of those rows over every column, or
+            None when the stage asked for none.
+        entry_tokens: ``N0``: video tokens of the row when it entered the LLM.
+        embeddings: ``[S0, C]`` the row's input embeddings at layer 0.
+        entry_visual: LongTensor ``[N0]``: columns of ``embeddings`` holding the video tokens.
+        state: a dict the method may use to carry values between the stages of this row's prefill.
+    """
+
+    stage: int
+    layer: int
+    num_layers: int
+    hidden: torch.Tensor
+    visual: torch.Tensor
+    frames: torch.Tensor
+    patches: torch.Tensor
+    videos: torch.Tensor
+    rows: torch.Tensor
+    attention: Optional[torch.Tensor]
+    entry_tokens: int
+    embeddings: torch.Tensor
+    entry_visual: torch.Tensor
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """What survives a stage.
+
+    Attributes:
+        keep: LongTensor ``[K]``: indices into ``StageInputs.visual`` of the video tokens that
+            stay (any order; duplicates are an error).
+        tokens: ``[K, C]`` new hidden states for them (merging methods), row ``k`` for
+            ``keep[k]``; None keeps their own.
+    """
+
+    keep: torch.Tensor
+    tokens: Optional[torch.Tensor] = None
+
+
+@dataclass(frozen=True)
+class LLMStage:
+    """One drop point.
+
+    Attributes:
+        layer: ``K`` in ``[1, L - 1]``: the drop happens between layers ``K - 1`` and ``K``.
+        choose: ``choose(StageInputs) -> StageChoice``.
+        queries: which attention rows ``choose`` reads: None (none), ``"last"`` (the last
+            prompt token) or ``"text"`` (every token after the row's last video token).
+        score_layer: whose attention: ``K - 1`` (the layer just run, as FastV reads it) or
+            ``K`` (the next layer's weights applied to its input, as PDrop computes it).
+        rotary: scores with the rotary embedding (False: PruneVid's pre-RoPE scores).
+        causal: scores with the causal mask (False: PruneVid's).
+    """
+
+    layer: int
+    choose: Callable[[StageInputs], StageChoice]
+    queries: Optional[str] = None
+    score_layer: Optional[int] = None
+    rotary: bool = True
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        if self.queries is not None and self.queries not in QUERIES:
+            raise ValueError(f"queries must be one of {QUERIES} or None, got {self.queries!r}")
+        score_layer = self.layer - 1 if self.score_layer is None else self.score_layer
+        if score_layer not in (self.layer - 1, self.layer):
+            raise ValueError(f"score_layer must be {self.layer - 1} or {self.layer}, got {score_layer}")
+        object.__setattr__(self, "score_layer", score_layer)
+
+
+@dataclass(frozen=True)
+class LLMPlan:
+    """What an in-LLM method does to one model.
+
+    Attributes:
+        stages: drop points, by increasing layer.
+        pre_method: an ordinary compressor run on the video tokens before the LLM, or None.
+        pre_ratio: its ratio.
+        pre_params: its parameters.
+        positions: ``"original"`` (kept tokens keep their positions, FastV) or ``"compact"``
+            (re-numbered 0, 1, ... after each stage, decoding continues each layer's own count:
+            PDrop, SparseVLM). Qwen3-VL always keeps the original MRoPE coordinates.
+        scores: ``"rows"`` (only the needed attention rows, recomputed next to SDPA /
+            FlashAttention) or ``"eager"`` (read from the eager attention's full weights, as the
+            official codes do; needs ``attn_implementation="eager"``).
+    """
+
+    stages: tuple[LLMStage, ...]
+    pre_method: Optional[str] = None
+    pre_ratio: float = 1.0
+    pre_params: dict[str, Any] = field(default_factory=dict)
+    positions: str = "original"
+    scores: str = "rows"
+
+    def check(self, llm: LLMInfo) -> None:
+        """ValueError naming what does not fit ``llm``."""
+        if self.positions not in ("original", "compact"):
+            raise ValueError(f"positions must be 'original' or 'compact', got {self.positions!r}")
+        if self.scores not in SCORE_MODES:
+            raise ValueError(f"scores must be one of {SCORE_MODES}, got {self.scores!r}")
+        layers = [stage.layer for stage in self.stages]
+        if layers != sorted(set(layers)):
+            raise ValueError(f"stage layers must increase strictly, got {layers}")
+        for stage in self.stages:
+            if not 1 <= stage.layer <= llm.num_layers - 1:
+                raise ValueError(f"a drop layer must be in [1, {llm.num_layers - 1}] for a {llm.num_layers}-layer "
+                                 f"{llm.family} language model, got {stage.layer}")
+            if self.scores == "eager" and stage.queries is not None and stage.score_layer != stage.layer - 1:
+                raise ValueError("scores='eager' reads the weights of the layer just run; a stage scoring with the "
+                                 f"next layer's weights (layer {stage.layer}) computes its rows itself")
+
+
+def layer_scaled(layer: int, reference_layers: int, num_layers: int) -> int:
+    """A drop layer given for a ``reference_layers``-deep model, moved to ``num_layers`` layers
+    (``round(layer * L / L_ref)`` within ``[1, L - 1]``); unchanged when the depths match."""
+    if num_layers == reference_layers:
+        return layer
+    return min(max(1, round(layer * num_layers / reference_layers)), num_layers - 1)
+
+
+def layer_averaged_retention(entry: float, stage_layers: list[int], stage_fractions: list[float],
+                             num_layers: int) -> float:
+    """``rho_bar``: the share of the original video tokens each layer sees, averaged over layers.
+
+    Args:
+        entry: share that enters the LLM (after any pre-LLM step).
+        stage_layers: the drop layers ``K_i`` (increasing).
+        stage_fractions: share of the original tokens after each drop.
+        num_layers: ``L``.
+    """
+    bounds = [0, *stage_layers, num_layers]
+    shares = [entry, *stage_fractions]
+    return sum((bounds[i + 1] - bounds[i]) * shares[i] for i in range(len(shares))) / num_layers
