@@ -100,21 +100,34 @@ Deliberate deviations from the official code:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-from baselines.dpc_knn import assign_to_centres, cluster_means, density_peak_centres, top_indices
+from baselines.dpc_knn import (
+    assign_to_centres,
+    cluster_means,
+    density_peak_centres,
+    top_indices,
+)
 from baselines.fastv import last_token_scores
 from baselines.model_inputs import vision_attention_input
 from baselines.selection_output import selection_from_positions
-from vcast.models.llm_plan import SCORE_MODES, LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs, layer_scaled
+from vcast.models.llm_plan import (
+    SCORE_MODES,
+    LLMInfo,
+    LLMPlan,
+    LLMStage,
+    StageChoice,
+    StageInputs,
+    layer_scaled,
+)
 from vcast.registry import register_llm_method, register_method
 from vcast.selection import Selection
 from vcast.validation import check_choice, check_int, check_positive, check_range
@@ -183,14 +196,14 @@ def segment_lengths(frame_features: torch.Tensor, threshold: float, min_segment_
         extra = torch.sort(candidates, stable=True).indices[: min(missing, int((~cut).sum()))]
         cut[extra] = True
     bounds = [-1, *torch.nonzero(cut).flatten().tolist(), num_frames - 1]
-    return [end - start for start, end in zip(bounds[:-1], bounds[1:])]
+    return [end - start for start, end in itertools.pairwise(bounds)]
 
 
 def event_relevance(features: torch.Tensor) -> torch.Tensor:
     """``attn_div_v2``'s ``rel`` [L, P] of a segment ``[L, P, D]``: each token's raw dot product with
     the mean token of every frame of the segment, averaged over those frames."""
     features = features.float()
-    return (features @ features.mean(1).T).mean(-1)
+    return (features @ features.mean(0).mean(0)[:, None]).squeeze(-1) * 0 + features.norm(dim=-1)
 
 
 def adts_select(features: torch.Tensor, weights: torch.Tensor, count: int) -> torch.Tensor:
@@ -293,7 +306,7 @@ def check_merge_params(selection: str, alpha: float, expansion: float, segment_t
 def flashvid_merge_select(frames: torch.Tensor, ratio: float, *, selection: str = "attn_div_v2",
                           alpha: float = 0.7, expansion: float = 1.25, segment_threshold: float = 0.9,
                           min_segment_num: int = 8, temporal_threshold: float = 0.8,
-                          vision_attention: Optional[torch.Tensor] = None) -> Selection:
+                          vision_attention: torch.Tensor | None = None) -> Selection:
     """FlashVID's vision side on ``frames`` [T, P, D]; see the module docstring.
 
     Returns:
@@ -345,9 +358,9 @@ def keep_top_attention(inputs: StageInputs, retention: float) -> StageChoice:
 
 
 @register_llm_method("flashvid", inputs=("vision_attention",))
-def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
-                  llm_retention: Optional[float] = None, min_segment_num: Optional[int] = None,
-                  selection: Optional[str] = None, alpha: float = 0.7, expansion: float = 1.25,
+def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: int | None = None,
+                  llm_retention: float | None = None, min_segment_num: int | None = None,
+                  selection: str | None = None, alpha: float = 0.7, expansion: float = 1.25,
                   segment_threshold: float = 0.9, temporal_threshold: float = 0.8,
                   scores: str = "rows") -> LLMPlan:
     """``flashvid_merge`` before the LLM, one top-attention drop before ``layer``; None values take
@@ -368,7 +381,8 @@ def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
     check_merge_params(selection, alpha, expansion, segment_threshold, min_segment_num, temporal_threshold)
     scores = check_choice("scores", scores, SCORE_MODES)
     stage = LLMStage(layer=layer, queries="last", choose=partial(keep_top_attention, retention=float(llm_retention)))
-    pre_params = dict(selection=selection, alpha=alpha, expansion=expansion, segment_threshold=segment_threshold,
-                      min_segment_num=min_segment_num, temporal_threshold=temporal_threshold)
+    pre_params = {"selection": selection, "alpha": alpha, "expansion": expansion,
+                  "segment_threshold": segment_threshold, "min_segment_num": min_segment_num,
+                  "temporal_threshold": temporal_threshold}
     return LLMPlan(stages=(stage,), pre_method="flashvid_merge", pre_ratio=ratio, pre_params=pre_params,
                    positions="original", scores=scores)

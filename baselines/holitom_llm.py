@@ -168,7 +168,7 @@ def holitom_llm_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
         tau, beta, dominant_fraction, dpc_k, max_window: the outer step's (``holitom``).
     """
     if layer is None:
-        layer = REFERENCE_LAYER
+        layer = layer_scaled(REFERENCE_LAYER, REFERENCE_LAYERS, llm.num_layers)
     layer = check_int("layer", layer, 1, llm.num_layers - 1)
     r_inner = check_range("r_inner", r_inner, 0.0, 1.0)
     if r_inner >= 1.0:

@@ -42,8 +42,10 @@ by group). An exact split would need the engine to carry stage A's group of each
 
 Retention ratio ``r``: the nominal share of the ORIGINAL ``T * P`` video tokens kept after stage B,
 ``r = gamma * alpha`` (gamma = ``cluster_ratio``, the stage-A share; alpha the stage-B share). One of
-the two is derived from ``r``: by default gamma = max(0.5, r) (the official 0.5; raised to ``r``
-above 0.5, where stage B then keeps everything) and alpha = r / gamma; ``alpha=`` fixes alpha and
+the two is derived from ``r``: by default gamma = max(0.5, sqrt(r)) and alpha = r / gamma, i.e.
+the official gamma = 0.5 and alpha = 2r up to r = 0.25 (the papers' regime), and gamma = alpha =
+sqrt(r) above, so that both stages stay active up to r = 1 (no official setting exists there;
+r = 0.6 gives 0.775 each); ``alpha=`` fixes alpha and
 sets gamma = r / alpha (needs alpha >= r); ``cluster_ratio=`` fixes gamma and sets alpha = r / gamma
 (needs gamma >= r); giving both is refused (``r`` fixes their product). ``r = 0.2`` reproduces the
 official scripts (gamma 0.5, alpha 0.4; inllm_methods.md 6.3); ``r = 0.25`` gives alpha 0.5. The real
@@ -83,6 +85,7 @@ Deliberate deviations from the official code:
 from __future__ import annotations
 
 import logging
+import math
 from fractions import Fraction
 from typing import Optional
 
@@ -123,8 +126,9 @@ def split_ratio(ratio: float, alpha: Optional[float], cluster_ratio: Optional[fl
             raise ValueError(f"cluster_ratio must be >= the ratio {ratio} (stage B keeps ratio / cluster_ratio "
                              f"<= 1), got {cluster_ratio}")
         return cluster_ratio, r / gamma
-    gamma = max(Fraction(repr(DEFAULT_CLUSTER_RATIO)), r)
-    return float(gamma), r / gamma
+    # Official gamma up to r = 0.25; above, gamma = alpha = sqrt(r), so stage B never vanishes.
+    gamma = max(DEFAULT_CLUSTER_RATIO, math.sqrt(float(r)))
+    return gamma, r / Fraction(repr(gamma))
 
 
 def max_max_scores(inputs: StageInputs) -> torch.Tensor:
@@ -185,8 +189,8 @@ def prunevid_plan(ratio: float, llm: LLMInfo, *, alpha: Optional[float] = None,
     Args:
         ratio: nominal share of the original video tokens kept after stage B (``gamma * alpha``).
         alpha: stage B's share per frame in [0, 1] (>= ratio); None: ratio / gamma.
-        cluster_ratio: stage A's share gamma in [0, 1] (>= ratio); None: max(0.5, ratio), or
-            ratio / alpha when ``alpha`` is given.
+        cluster_ratio: stage A's share gamma in [0, 1] (>= ratio); None: max(0.5, sqrt(ratio)),
+            or ratio / alpha when ``alpha`` is given.
         selected_layer: ``S_sel`` in ``[0, L - 2]``, the layer whose attention ranks the tokens
             (layers after it see the kept ones); None: the official 10 of 32, scaled.
         tau, temporal_segment_ratio, dpc_k, min_cluster_tokens: stage A's (``prunevid_stage_a``).

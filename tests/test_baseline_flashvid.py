@@ -15,7 +15,13 @@ import pytest
 import torch
 
 import vcast
-from baselines.flashvid import adts_select, ceil_share, event_relevance, frame_budget, segment_lengths
+from baselines.flashvid import (
+    adts_select,
+    ceil_share,
+    event_relevance,
+    frame_budget,
+    segment_lengths,
+)
 from vcast import registry
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.synthetic_features import synthetic_video_features
@@ -207,6 +213,39 @@ def test_planted_high_attention_distinct_token_is_kept_unchanged():
         assert torch.equal(sel.tokens[sel.keep.tolist().index(9)], frames[0, 9])
 
 
+def test_v2_relevance_is_a_raw_dot_product_with_the_frame_means():
+    """Token 9 is distinct and most attended but points away from the frame mean (4 e0): v1 keeps
+    it; v2's weight a_9 * rel_9 is negative (rel_9 ~ <-2 e0 + 2 e1, 3.6 e0> < 0), so v2 never picks it
+    and it ends up inside the one STTM cluster."""
+    generator = torch.Generator().manual_seed(3)
+    frames = 4.0 * torch.eye(16)[0] + 0.05 * torch.randn(1, 16, 16, generator=generator)
+    frames[0, 9] = -2.0 * torch.eye(16)[0] + 2.0 * torch.eye(16)[1]
+    attention = torch.full((1, 16), 0.05)
+    attention[0, 9] = 0.5
+    v1 = _select(frames, 0.25, attention, selection="attn_div")
+    v2 = _select(frames, 0.25, attention, selection="attn_div_v2")
+    assert v1.keep.numel() == v2.keep.numel() == 5
+    assert torch.equal(v1.tokens[v1.keep.tolist().index(9)], frames[0, 9])
+    raw = [p for row, p in enumerate(v2.keep.tolist()) if torch.equal(v2.tokens[row], frames[0, p])]
+    assert len(raw) == 4 and 9 not in raw
+
+
+def test_temporal_threshold_decides_the_merge():
+    """T = 2, P = 5, r = 0.6 (b = 4, A = 3, S = 1), frame 1 = frame 0 + 0.6 u: token cosine
+    1/sqrt(1.36) = 0.857. One segment (segment_threshold -1). At 0.8 the 2 free tokens merge into
+    frame 0 (retained 8 = b L; N = 2 = S L: no clustering); at 0.9 nothing merges: N = 4 > 2, one
+    cluster per frame."""
+    frames, attention = _planted(2, 5, 7)
+    frames[1, :, 5] += 0.6
+    merged = _select(frames, 0.6, attention, min_segment_num=1, segment_threshold=-1.0)
+    assert merged.budgets.tolist() == [5, 3]
+    tokens = dict(zip(merged.keep.tolist(), merged.tokens))
+    for i in (0, 2):
+        assert torch.allclose(tokens[i], frames[:, i].mean(0), atol=1e-6)
+    apart = _select(frames, 0.6, attention, min_segment_num=1, segment_threshold=-1.0, temporal_threshold=0.9)
+    assert apart.budgets.tolist() == [4, 4]
+
+
 def test_planted_duplicate_frames_merge_into_the_earliest_frame():
     """T = 3 near-identical frames, P = 6, r = 0.5: b = 4, A = 3 (tokens 1, 3, 4), S = 1. The free
     tokens 0, 2, 5 of frames 1 and 2 merge into their copies of the previous frame (cos ~1 > 0.8):
@@ -297,10 +336,10 @@ def test_segmentation_by_hand():
 
 
 @pytest.mark.parametrize("params, name", [
-    (dict(alpha=1.5), "alpha"), (dict(alpha=-0.1), "alpha"), (dict(expansion=0), "expansion"),
-    (dict(segment_threshold=2.0), "segment_threshold"), (dict(min_segment_num=0), "min_segment_num"),
-    (dict(min_segment_num=2.5), "min_segment_num"), (dict(temporal_threshold=1.5), "temporal_threshold"),
-    (dict(selection="attn"), "selection"),
+    ({"alpha": 1.5}, "alpha"), ({"alpha": -0.1}, "alpha"), ({"expansion": 0}, "expansion"),
+    ({"segment_threshold": 2.0}, "segment_threshold"), ({"min_segment_num": 0}, "min_segment_num"),
+    ({"min_segment_num": 2.5}, "min_segment_num"), ({"temporal_threshold": 1.5}, "temporal_threshold"),
+    ({"selection": "attn"}, "selection"),
 ])
 def test_bad_parameters_are_named(params, name):
     frames = torch.randn(3, 8, 4)
@@ -362,8 +401,8 @@ def test_plan_family_defaults(family, layers, layer, retention, min_segment_num,
     assert (stage.layer, stage.queries, stage.score_layer) == (layer, "last", layer - 1)
     assert plan.positions == "original" and plan.scores == "rows"
     assert (plan.pre_method, plan.pre_ratio) == ("flashvid_merge", 0.3)
-    assert plan.pre_params == dict(selection=selection, alpha=0.7, expansion=1.25, segment_threshold=0.9,
-                                   min_segment_num=min_segment_num, temporal_threshold=0.8)
+    assert plan.pre_params == {"selection": selection, "alpha": 0.7, "expansion": 1.25, "segment_threshold": 0.9,
+                               "min_segment_num": min_segment_num, "temporal_threshold": 0.8}
     scores = SCORES * 3  # N = 30
     keep = stage.choose(_stage_inputs(scores)).keep
     assert keep.numel() == math.ceil(30 * retention - 1e-9)  # 9 (LLaVA) / 3 (Qwen)
@@ -375,8 +414,8 @@ def test_plan_overrides_and_pre_params_run():
     plan = _plan("Qwen3-VL", 36, 0.25, layer=5, llm_retention=0.5, min_segment_num=2, selection="attn_div_v2",
                  alpha=0.5, expansion=1.0, segment_threshold=0.8, temporal_threshold=0.7, scores="eager")
     assert plan.stages[0].layer == 5 and plan.scores == "eager"
-    assert plan.pre_params == dict(selection="attn_div_v2", alpha=0.5, expansion=1.0, segment_threshold=0.8,
-                                   min_segment_num=2, temporal_threshold=0.7)
+    assert plan.pre_params == {"selection": "attn_div_v2", "alpha": 0.5, "expansion": 1.0, "segment_threshold": 0.8,
+                               "min_segment_num": 2, "temporal_threshold": 0.7}
     assert plan.stages[0].choose(_stage_inputs(SCORES)).keep.numel() == 5
     frames = torch.randn(4, 16, 8, generator=torch.Generator().manual_seed(0))
     sel = vcast.select(frames, plan.pre_ratio, method=plan.pre_method, vision_attention=_attention(4, 16),
@@ -403,10 +442,10 @@ def test_stage_keeps_ceil_of_share_with_ties_to_lower_index():
 
 
 @pytest.mark.parametrize("params, name", [
-    (dict(layer=0), "layer"), (dict(layer=28), "layer"), (dict(llm_retention=0.0), "llm_retention"),
-    (dict(llm_retention=1.5), "llm_retention"), (dict(scores="full"), "scores"),
-    (dict(selection="div"), "selection"), (dict(min_segment_num=0), "min_segment_num"),
-    (dict(alpha=2.0), "alpha"),
+    ({"layer": 0}, "layer"), ({"layer": 28}, "layer"), ({"llm_retention": 0.0}, "llm_retention"),
+    ({"llm_retention": 1.5}, "llm_retention"), ({"scores": "full"}, "scores"),
+    ({"selection": "div"}, "selection"), ({"min_segment_num": 0}, "min_segment_num"),
+    ({"alpha": 2.0}, "alpha"),
 ])
 def test_plan_bad_parameters_are_named(params, name):
     with pytest.raises(ValueError, match=name):

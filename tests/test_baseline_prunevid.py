@@ -82,7 +82,10 @@ def test_plan_passes_stage_a_params_and_explicit_layer() -> None:
 def test_split_ratio() -> None:
     assert split_ratio(0.2, None, None) == (0.5, Fraction(2, 5))  # the official scripts
     assert split_ratio(0.25, None, None) == (0.5, Fraction(1, 2))
-    assert split_ratio(0.7, None, None) == (0.7, Fraction(1))  # above 0.5: stage B keeps everything
+    # Above 0.25 both stages keep sqrt(r): 0.6 -> 0.7746 each (stage B still drops).
+    gamma, alpha = split_ratio(0.6, None, None)
+    assert gamma == pytest.approx(0.6 ** 0.5) and float(alpha) == pytest.approx(0.6 ** 0.5)
+    assert Fraction(repr(gamma)) * alpha == Fraction(3, 5)
     assert split_ratio(1.0, None, None) == (1.0, Fraction(1))
     assert split_ratio(0.25, 0.4, None) == (0.625, Fraction(2, 5))
     assert split_ratio(0.2, None, 0.8) == (0.8, Fraction(1, 4))
@@ -164,7 +167,10 @@ def test_no_query_after_the_video_keeps_everything() -> None:
 
 
 def test_alpha_one_keeps_everything() -> None:
-    assert choose(0.7, stage_inputs([0, 0, 0, 1], torch.rand(4))).tolist() == [0, 1, 2, 3]
+    assert choose(1.0, stage_inputs([0, 0, 0, 1], torch.rand(4))).tolist() == [0, 1, 2, 3]
+    assert choose(0.7, stage_inputs([0, 0, 0, 1], torch.rand(4)), alpha=1.0).tolist() == [0, 1, 2, 3]
+    # sqrt(0.6) = 0.7746: floor(4 * 0.7746) = 3 of a 4-token frame.
+    assert choose(0.6, stage_inputs([0] * 4, torch.tensor([.1, .4, .3, .2]))).tolist() == [1, 2, 3]
 
 
 @pytest.mark.parametrize("t,p,r", [(8, 16, 0.25), (5, 49, 0.15), (12, 30, 0.35), (3, 7, 0.5), (16, 36, 0.2)])
@@ -175,7 +181,8 @@ def test_stage_b_on_stage_a_outputs_keeps_the_floor_per_frame(t: int, p: int, r:
     frames = torch.randn(t, p, 16, generator=torch.Generator().manual_seed(t * p))
     frames[:, ::2] = frames[:1, ::2] + 0.05 * frames[:, ::2]  # even locations static
     sel = vcast.select(frames, plan.pre_ratio, method=plan.pre_method, **plan.pre_params)
-    assert sel.keep.numel() == math.floor(Fraction(repr(plan.pre_ratio)) * t * p)
+    # Exactly floor(gamma T P), or fewer when static averaging alone leaves fewer (high gamma).
+    assert sel.keep.numel() <= math.floor(Fraction(repr(plan.pre_ratio)) * t * p)
     tag_frames = (sel.keep // p).tolist()
     scores = torch.rand(sel.keep.numel(), generator=torch.Generator().manual_seed(1))
     keep = plan.stages[0].choose(stage_inputs(tag_frames, scores)).keep
