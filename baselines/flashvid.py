@@ -203,7 +203,7 @@ def event_relevance(features: torch.Tensor) -> torch.Tensor:
     """``attn_div_v2``'s ``rel`` [L, P] of a segment ``[L, P, D]``: each token's raw dot product with
     the mean token of every frame of the segment, averaged over those frames."""
     features = features.float()
-    return (features @ features.mean(0).mean(0)[:, None]).squeeze(-1) * 0 + features.norm(dim=-1)
+    return (features @ features.mean(1).T).mean(-1)
 
 
 def adts_select(features: torch.Tensor, weights: torch.Tensor, count: int) -> torch.Tensor:
