@@ -19,6 +19,7 @@ import time
 import torch
 
 import vcast
+from vcast.registry import is_llm_method
 from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import method_inputs
 
@@ -53,7 +54,8 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", help="default: every registered method but vanilla")
     args = parser.parse_args()
 
-    methods = args.methods or [m for m in vcast.available_methods() if m != "vanilla"]
+    # In-LLM methods need the model (scripts/bench_memory.py times them); only compressors here.
+    methods = args.methods or [m for m in vcast.available_methods() if m != "vanilla" and not is_llm_method(m)]
     generator = torch.Generator().manual_seed(0)
     tokens = args.side * args.side
     frames = torch.randn(args.frames, tokens, args.dim, generator=generator).to(args.device, DTYPES[args.dtype])

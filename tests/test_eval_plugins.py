@@ -101,7 +101,9 @@ def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dir
     """The lmms-eval entry point: each baseline compresses the benchmark clip and the log records
     what the hooks really kept (exactly floor(r * T * P) unless the method defines its count)."""
     context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
-    plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25)
+    # PDrop's layer-averaged 25% is unreachable on 2-3 layers (see baselines/pdrop.py): give its lambda.
+    params = {"lam": 0.5} if method == "pdrop" else {}
+    plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25, **params)
     plugin._generate(plugin._prepare([context], [[clip]]), {"max_new_tokens": 2}, "t", [0])
     record = plugin.efficiency.records[-1]
     stats = plugin.handle.stats
@@ -109,8 +111,11 @@ def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dir
     assert record.video_tokens_kept == video.kept and record.video_tokens_total == video.total
     assert record.video_tokens_final == stats.final_video_tokens and record.layer_retention == stats.layer_retention
     if is_llm_method(method):  # drops inside the LLM: fewer tokens reach the last layer than entered it
-        assert stats.llm_stages and 0 < record.video_tokens_final < video.kept
-        assert 0 < record.layer_retention < 1
+        assert stats.llm_stages and record.layer_retention < 1
+        if method == "framefusion":  # its cost budget may be used up before the LLM (see its file)
+            assert record.video_tokens_final <= video.kept
+        else:
+            assert 0 < record.video_tokens_final < video.kept
         return
     assert 0 < video.kept < video.total
     assert record.video_tokens_final == video.kept and record.layer_retention == video.kept / video.total
@@ -118,7 +123,7 @@ def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dir
         side = round(video.tokens_per_frame**0.5) if arch == "llava_onevision" else None
         if side is not None:
             assert video.kept == video.frames * math.ceil(side / 2) ** 2
-    elif method not in ("dycoke", "framefusion_merge"):  # these two define their own count (see their files)
+    elif method not in ("dycoke", "framefusion_merge", "flashvid_merge"):  # their own counts (see their files)
         assert video.kept == int(0.25 * video.total)
 
 

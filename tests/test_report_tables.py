@@ -318,7 +318,7 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(tiny_dirs: d
         efficiency = cell["efficiency"]
         kept = 100 * efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
         assert float(row["KeptPct"]) == pytest.approx(kept)
-        assert float(row["LayerAvgPct"]) == pytest.approx(100 * efficiency["layer_retention"])
+        assert float(row["LayerAvgPct"]) == pytest.approx(100 * efficiency["layer_retention"], abs=1e-3)  # CSV: 4 digits
         assert float(row["LayerAvgPct"]) <= float(row["KeptPct"]) + 1e-9
     assert (out / "budget-profiles.png").read_bytes().startswith(b"\x89PNG")
 

@@ -63,7 +63,21 @@ def test_bench_baselines_times_every_method_next_to_vcast():
               "--warmup", "0", "--dtype", "float32")
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
     import vcast
+    from vcast.registry import is_llm_method
 
-    assert set(rows) == set(vcast.available_methods()) - {"vanilla"}
+    # every compressor; the in-LLM methods need the model (scripts/bench_memory.py)
+    assert set(rows) == {m for m in vcast.available_methods() if m != "vanilla" and not is_llm_method(m)}
     assert rows["vcast"][1:3] == ["prune", "24"] and float(rows["vcast"][4]) == 1.0  # floor(0.25 * 6 * 16)
     assert rows["avgpool_2x2"][1:3] == ["merge", "24"] and rows["visionzip"][1:3] == ["merge", "24"]
+
+
+@pytest.mark.slow
+def test_bench_memory_prints_every_method_both_ways():
+    out = run("scripts/bench_memory.py", "--frames", "8", "--side", "128", "--repeats", "1", "--warmup", "0")
+    rows = {(line.split()[0], line.split()[1]): line.split() for line in out.splitlines()
+            if line.split()[:1] and line.split()[0] in ("vanilla", "vcast", "flashvid", "fastv")}
+    assert set(rows) == {(m, s) for m in ("vanilla", "vcast", "flashvid", "fastv") for s in ("ours", "eager")}
+    assert rows[("vanilla", "ours")][5] == "1.000"  # the reference of every ratio
+    # layer-averaged retention: V-CAST keeps 25% before the LLM; FastV keeps 25% from layer 2 of 4
+    assert rows[("vcast", "ours")][-1] == "25.0" and rows[("fastv", "ours")][-1] == "62.5"
+    assert rows[("fastv", "eager")][-1] == "62.5" and "worst peak with our scores" in out
