@@ -215,6 +215,18 @@ def _merge_clusters(tokens: torch.Tensor, count: int, dpc_k: int, beta: float) -
     return centres, merged
 
 
+def check_outer_params(tau: Optional[float], beta: float, dominant_fraction: float, dpc_k: int,
+                       max_window: int) -> tuple[Optional[float], float, float, int, int]:
+    """The outer merge's parameters, checked (ValueError naming the bad one); shared with ``holitom_llm``."""
+    if tau is not None:
+        tau = check_range("tau", tau, -1.0, 1.0)
+    beta = check_range("beta", beta, 0.0, 1.0)
+    dominant_fraction = check_range("dominant_fraction", dominant_fraction, 0.0, 1.0)
+    dpc_k = check_int("dpc_k", dpc_k, 1)
+    max_window = check_int("max_window", max_window, 1)
+    return tau, beta, dominant_fraction, dpc_k, max_window
+
+
 @register_method("holitom", inputs=("vision_attention",))
 def holitom_select(
     frames: torch.Tensor,
@@ -246,12 +258,8 @@ def holitom_select(
         ``K = floor(r T P)``.
     """
     num_frames, tokens_per_frame, _ = frames.shape
-    if tau is not None:
-        tau = check_range("tau", tau, -1.0, 1.0)
-    beta = check_range("beta", beta, 0.0, 1.0)
-    dominant_fraction = check_range("dominant_fraction", dominant_fraction, 0.0, 1.0)
-    dpc_k = check_int("dpc_k", dpc_k, 1)
-    max_window = check_int("max_window", max_window, 1)
+    tau, beta, dominant_fraction, dpc_k, max_window = check_outer_params(tau, beta, dominant_fraction, dpc_k,
+                                                                          max_window)
     device = frames.device
     attention = vision_attention_input("holitom", vision_attention, num_frames, tokens_per_frame, device)
     threshold = tau if tau is not None else (TAU_LOW_RATIO if ratio <= LOW_RATIO else TAU_DEFAULT)

@@ -71,6 +71,7 @@ import torch
 
 from baselines.dpc_knn import top_indices
 from baselines.fastv import last_token_scores
+from baselines.holitom import check_outer_params
 from vcast.models.llm_plan import SCORE_MODES, LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs, layer_scaled
 from vcast.registry import register_llm_method
 from vcast.validation import check_choice, check_int, check_range
@@ -176,12 +177,8 @@ def holitom_llm_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
     budget = check_choice("budget", budget, BUDGETS)
     scores = check_choice("scores", scores, SCORE_MODES)
     # The outer step's own checks, at plan time (attach also dry-runs it).
-    if tau is not None:
-        tau = check_range("tau", tau, -1.0, 1.0)
-    beta = check_range("beta", beta, 0.0, 1.0)
-    dominant_fraction = check_range("dominant_fraction", dominant_fraction, 0.0, 1.0)
-    dpc_k = check_int("dpc_k", dpc_k, 1)
-    max_window = check_int("max_window", max_window, 1)
+    tau, beta, dominant_fraction, dpc_k, max_window = check_outer_params(tau, beta, dominant_fraction, dpc_k,
+                                                                          max_window)
     stage = LLMStage(layer=layer, queries="last", score_layer=layer - 1,
                      choose=lambda inputs: inner_choose(inputs, r_inner))
     return LLMPlan(

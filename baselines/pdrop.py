@@ -65,6 +65,7 @@ from vcast.models.llm_plan import (
     LLMStage,
     StageChoice,
     StageInputs,
+    layer_averaged_retention,
     layer_scaled,
 )
 from vcast.registry import register_llm_method
@@ -95,8 +96,7 @@ def check_layer_list(layer_list: object, num_layers: int) -> list[int]:
 
 def layer_average(lam: float, layer_list: Sequence[int], num_layers: int) -> float:
     """``rho(lam) = sum_i (b_{i+1} - b_i) lam^i / L`` with ``b = [0, *layer_list, L]``."""
-    bounds = [0, *layer_list, num_layers]
-    return sum((bounds[i + 1] - bounds[i]) * lam**i for i in range(len(bounds) - 1)) / num_layers
+    return layer_averaged_retention(1.0, list(layer_list), [lam**i for i in range(1, len(layer_list) + 1)], num_layers)
 
 
 def solve_lambda(ratio: float, layer_list: Sequence[int], num_layers: int) -> float:

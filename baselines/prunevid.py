@@ -91,9 +91,10 @@ from typing import Optional
 
 import torch
 
+from baselines.prunevid_stage_a import check_stage_a_params
 from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs, layer_scaled
 from vcast.registry import register_llm_method
-from vcast.validation import check_int, check_positive, check_range
+from vcast.validation import check_int, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -200,12 +201,8 @@ def prunevid_plan(ratio: float, llm: LLMInfo, *, alpha: Optional[float] = None,
         selected_layer = default_selected_layer(llm.num_layers)
     selected_layer = check_int("selected_layer", selected_layer, 0, llm.num_layers - 2)
     # Stage A's own checks, at plan time (attach also dry-runs it).
-    tau = check_range("tau", tau, -1.0, 1.0)
-    temporal_segment_ratio = check_positive("temporal_segment_ratio", temporal_segment_ratio)
-    if temporal_segment_ratio > 1.0:
-        raise ValueError(f"temporal_segment_ratio must be in (0, 1], got {temporal_segment_ratio!r}")
-    dpc_k = check_int("dpc_k", dpc_k, 1)
-    min_cluster_tokens = check_int("min_cluster_tokens", min_cluster_tokens, 0)
+    tau, temporal_segment_ratio, dpc_k, min_cluster_tokens = check_stage_a_params(
+        tau, temporal_segment_ratio, dpc_k, min_cluster_tokens)
     stage = LLMStage(layer=selected_layer + 1, choose=lambda inputs: stage_b_choose(inputs, share),
                      queries="text", score_layer=selected_layer, rotary=False, causal=False)
     return LLMPlan(

@@ -207,6 +207,18 @@ def cluster_group(tokens: torch.Tensor, positions: torch.Tensor, quota: int, k: 
     return cluster_means(tokens, labels, quota), positions.index_select(0, centres)
 
 
+def check_stage_a_params(tau: float, temporal_segment_ratio: float, dpc_k: int,
+                         min_cluster_tokens: int) -> tuple[float, float, int, int]:
+    """Stage A's parameters, checked (ValueError naming the bad one); shared with ``prunevid``."""
+    tau = check_range("tau", tau, -1.0, 1.0)
+    temporal_segment_ratio = check_positive("temporal_segment_ratio", temporal_segment_ratio)
+    if temporal_segment_ratio > 1.0:
+        raise ValueError(f"temporal_segment_ratio must be in (0, 1], got {temporal_segment_ratio!r}")
+    dpc_k = check_int("dpc_k", dpc_k, 1)
+    min_cluster_tokens = check_int("min_cluster_tokens", min_cluster_tokens, 0)
+    return tau, temporal_segment_ratio, dpc_k, min_cluster_tokens
+
+
 @register_method("prunevid_stage_a", inputs=())
 def prunevid_stage_a_select(
     frames: torch.Tensor,
@@ -228,12 +240,8 @@ def prunevid_stage_a_select(
         dpc_k: nearest neighbours (self included) of the DPC-kNN density, >= 1.
         min_cluster_tokens: groups of at most this many tokens are not clustered, >= 0.
     """
-    tau = check_range("tau", tau, -1.0, 1.0)
-    temporal_segment_ratio = check_positive("temporal_segment_ratio", temporal_segment_ratio)
-    if temporal_segment_ratio > 1.0:
-        raise ValueError(f"temporal_segment_ratio must be in (0, 1], got {temporal_segment_ratio!r}")
-    dpc_k = check_int("dpc_k", dpc_k, 1)
-    min_cluster_tokens = check_int("min_cluster_tokens", min_cluster_tokens, 0)
+    tau, temporal_segment_ratio, dpc_k, min_cluster_tokens = check_stage_a_params(
+        tau, temporal_segment_ratio, dpc_k, min_cluster_tokens)
 
     num_frames, tokens_per_frame, _ = frames.shape
     x = frames.float()

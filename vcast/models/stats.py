@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import torch
 
+from vcast.models.llm_plan import layer_averaged_retention
+
 
 @dataclass(frozen=True)
 class SegmentStats:
@@ -115,10 +117,8 @@ class CallStats:
             return None
         if not self.llm_stages or not self.num_layers:
             return self.kept_video_tokens / total
-        bounds = [0, *(stage.layer for stage in self.llm_stages), self.num_layers]
-        counts = [self.kept_video_tokens, *(sum(stage.kept) for stage in self.llm_stages)]
-        seen = sum((bounds[i + 1] - bounds[i]) * counts[i] for i in range(len(counts)))
-        return seen / (self.num_layers * total)
+        return layer_averaged_retention(self.kept_video_tokens / total, [stage.layer for stage in self.llm_stages],
+                                        [sum(stage.kept) / total for stage in self.llm_stages], self.num_layers)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: tensors become lists."""
