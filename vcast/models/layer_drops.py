@@ -73,7 +73,6 @@ class _StageLayout:
     layer: int
     columns: torch.Tensor  # [B, S_s] layer-0 column of each slot
     valid: torch.Tensor  # [B, S_s]
-    compact: bool
 
 
 @dataclass
@@ -158,10 +157,6 @@ class LayerDrops:
         language model's input sequence (None outside a prefill)."""
         state, self._prefill = self._prefill, None
         return None if state is None else state.kept
-
-    @property
-    def active(self) -> bool:
-        return bool(self._decode)
 
     # Hooks --------------------------------------------------------------------------------------
     def _make_pre_hook(self, index: int):
@@ -293,8 +288,7 @@ class LayerDrops:
         state.tags = state.tags.gather(layout)
         if state.deepstack_rows is not None:
             state.deepstack_rows = layout.gather(state.deepstack_rows, dim=1).masked_fill(~new_valid, -1)
-        self._decode.append(_StageLayout(layer=stage.layer, columns=state.columns, valid=new_valid,
-                                         compact=self.compact))
+        self._decode.append(_StageLayout(layer=stage.layer, columns=state.columns, valid=new_valid))
         logger.debug("in-LLM drop before layer %d: %d -> %d columns", stage.layer, width, layout.width)
         return new_hidden
 
@@ -324,7 +318,7 @@ class LayerDrops:
         keys_valid = torch.cat([stage.valid, torch.ones_like(new_columns, dtype=torch.bool)], 1)
         kwargs = dict(kwargs)
         kwargs["attention_mask"] = decode_mask(mask, columns, keys_valid, queries, self.implementation, hidden.dtype)
-        if stage.compact:
+        if self.compact:
             past = cache.get_seq_length(index) - stage.columns.shape[1]  # tokens decoded so far
             positions = (stage.valid.sum(1, keepdim=True) + past
                          + torch.arange(queries, device=stage.valid.device)[None])
