@@ -28,6 +28,7 @@ import logging
 from typing import Any, Callable
 
 from vcast.selection import Selection
+from vcast.variants import PAPER, VARIANTS
 
 logger = logging.getLogger(__name__)
 
@@ -36,20 +37,25 @@ Compressor = Callable[..., Selection]
 _REGISTRY: dict[str, Compressor] = {}
 _INPUTS: dict[str, tuple[str, ...]] = {}
 _IN_LLM: set[str] = set()
+_VARIANTS: dict[str, tuple[str, ...]] = {}
 MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
 
 
-def register_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Compressor], Compressor]:
+def register_method(name: str, inputs: tuple[str, ...] = (),
+                    variants: tuple[str, ...] = (PAPER,)) -> Callable[[Compressor], Compressor]:
     """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``.
 
     ``inputs``: the model inputs (names from ``MODEL_INPUTS``) the adapters must supply; each is
     also a keyword-only argument of ``fn``.
+    ``variants``: the :mod:`vcast.variants` it has, ``"paper"`` first; a method with more than
+    ``"paper"`` takes them as its keyword parameter ``variant``.
     """
     unknown = sorted(set(inputs) - set(MODEL_INPUTS))
     if unknown:
         raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
+    _check_variants_declared(name, variants)
 
     def decorator(fn: Compressor) -> Compressor:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
@@ -57,21 +63,32 @@ def register_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Compre
         missing = [i for i in inputs if i not in inspect.signature(fn).parameters]
         if missing:
             raise ValueError(f"method {name!r} declares inputs {missing} that {fn.__name__} does not take")
+        if len(variants) > 1 and "variant" not in inspect.signature(fn).parameters:
+            raise ValueError(f"method {name!r} declares variants {variants} but {fn.__name__} takes no 'variant'")
         _REGISTRY[name] = fn
         _INPUTS[name] = tuple(inputs)
+        _VARIANTS[name] = tuple(variants)
         return fn
 
     return decorator
 
 
-def register_llm_method(name: str, inputs: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _check_variants_declared(name: str, variants: tuple[str, ...]) -> None:
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown or not variants or variants[0] != PAPER:
+        raise ValueError(f"method {name!r} declares variants {variants}; they must start with {PAPER!r} "
+                         f"and come from {VARIANTS}")
+
+
+def register_llm_method(name: str, inputs: tuple[str, ...] = (),
+                        variants: tuple[str, ...] = (PAPER,)) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: make the planner ``fn(ratio, llm, **params) -> LLMPlan`` available as
     ``vcast.models.attach(model, method=name)``.
 
     ``inputs``: the model inputs its pre-LLM compressor needs (the adapters supply them to that
-    compressor; the planner does not take them).
+    compressor; the planner does not take them). ``variants``: as in :func:`register_method`.
     """
-    register = register_method(name)
+    register = register_method(name, variants=variants)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         unknown = sorted(set(inputs) - set(MODEL_INPUTS))
@@ -124,6 +141,12 @@ def method_inputs(name: str) -> tuple[str, ...]:
     """The model inputs (see the module docstring) that method ``name`` needs."""
     get_method(name)
     return _INPUTS[name]
+
+
+def method_variants(name: str) -> tuple[str, ...]:
+    """The :mod:`vcast.variants` method ``name`` has, ``"paper"`` first."""
+    get_method(name)
+    return _VARIANTS[name]
 
 
 def method_params(name: str) -> dict[str, Any]:
