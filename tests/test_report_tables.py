@@ -377,3 +377,35 @@ def test_kept_tokens_column_is_the_mean_real_retention_over_the_row_tasks(tmp_pa
     assert "Kept %" in markdown_text(table) and ",25.5" in csv_text(table)
     # The generic layout of an experiment never mistakes the kept-token rows for a benchmark.
     assert "KeptPct" not in [c.key for c in generic_layout(frame, "m").columns]
+
+
+def test_profiles_build_apart_and_compare_side_by_side(tmp_path: Path) -> None:
+    """Reproduction and clean cells of one grid never mix: each profile builds its own table, and
+    ``--compare clean`` adds the reproduction's printed value minus the clean one."""
+    from dataclasses import replace as with_fields
+
+    scorings = load_task_scorings()
+    results = tmp_path / "results"
+    for profile, variant, value in (("reproduce", "official", 58.44), ("clean", "paper", 57.0)):
+        for method, ratio, score in (("vanilla", 1.0, 60.0), ("vcast", 0.25, value)):
+            for task in ("mlvu", "videomme"):
+                spec = with_fields(_spec("ablation_temporal", "qwen3vl_8b", 32, ratio, method, scorings[task]),
+                                   profile=profile, variant=variant if method == "vcast" else "paper")
+                files, samples, _ = _task_files(scorings[task], {scorings[task].benchmark: score})
+                write_cell(results, spec, "ok", files, samples)
+    assert (results / "ablation_temporal-clean").is_dir() and (results / "ablation_temporal").is_dir()
+    frame = collect(results).frame
+    assert set(frame.loc[frame["method"] == "vcast", "variant"]) == {"official", "paper"}
+    out = tmp_path / "out"
+    assert main(["build", "ablations", "--results", str(results), "--out", str(out), "--compare", "clean"]) == 0
+    rows = list(csv.DictReader((out / "ablation-temporal.csv").open()))
+    vcast = next(r for r in rows if r["method"] == "vcast" and r["frames"] == "32")
+    assert float(vcast["MLVU"]) == pytest.approx(58.44)  # the reproduction's own cells
+    assert vcast["MLVU_vs_clean"] == "+1.4"  # 58.4 - 57.0, as printed
+    assert "This profile − profile clean" in (out / "ablation-temporal.md").read_text()
+    assert main(["build", "ablations", "--results", str(results), "--out", str(out), "--profile", "clean"]) == 0
+    clean = next(r for r in csv.DictReader((out / "ablation-temporal-clean.csv").open())
+                 if r["method"] == "vcast" and r["frames"] == "32")
+    assert float(clean["MLVU"]) == pytest.approx(57.0)
+    with pytest.raises(SystemExit):
+        main(["build", "ablations", "--results", str(results), "--profile", "clean", "--compare", "clean"])

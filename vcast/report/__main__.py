@@ -4,6 +4,8 @@
     python -m vcast.report build qwen3vl-8b                  # tables from existing cells
     python -m vcast.report build qwen3vl-8b --run --sweep-args "hydra/launcher=slurm_h100"
     python -m vcast.report build qwen3vl-8b --compare paper  # + our value minus the published one
+    python -m vcast.report build qwen3vl-8b --compare clean  # + reproduction minus variant=paper (same grid)
+    python -m vcast.report build qwen3vl-8b --profile clean  # the variant=paper table (<stem>-clean.*)
     python -m vcast.report collect --results results --out tidy.csv
 
 ``--run`` first runs the target's experiments through the sweep (finished cells are skipped),
@@ -23,11 +25,14 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from vcast.report.collect import COLUMNS, collect
+from vcast.report.comparison import ProfileTable
 from vcast.report.export import write_table
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.products import PRODUCTS, Product, get_product
 from vcast.report.tables import build_table
+from vcast.sweep.cell import REPRODUCE
+from vcast.sweep.profiles import PROFILES
 
 logger = logging.getLogger("vcast.report")
 
@@ -94,22 +99,37 @@ def run_experiments(product: Product, results: Path, sweep_args: Sequence[str]) 
 
 
 def build_product(product: Product, results: Path, *, out: Optional[Path] = None, model: Optional[str] = None,
-                  paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None) -> tuple[list[Path], list[str]]:
-    """Write the product's tables and figures; returns (written paths, problems)."""
+                  paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None,
+                  profile: str = REPRODUCE, compare_profile: Optional[str] = None) -> tuple[list[Path], list[str]]:
+    """Write the product's tables and figures; returns (written paths, problems).
+
+    ``profile``: whose cells fill the tables (``reproduce``, or ``clean`` into ``<stem>-clean.*``);
+    ``compare_profile``: add the difference to the same tables built from that profile's cells.
+    """
     collection = collect(results) if results.is_dir() else None
-    frame = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
+    every_profile = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
+    frame = every_profile[every_profile["profile"] == profile]
     problems = list(collection.problems) if collection else [f"no results folder {results}"]
     out_dir = out or (results / product.out_dir if product.out_dir else None)
+    kept_tokens = bool(args is not None and getattr(args, "kept_tokens", False))
     written: list[Path] = []
     for output in product.tables:
         if output.layout is None:
             rows = frame[frame["experiment"].isin(output.experiments)]
+            if rows.empty:
+                problems.append(f"table {output.stem}: no cells of profile {profile}")
+                continue
             layout = generic_layout(rows, model or product.model or rows["model"].iloc[0], key=output.stem)
         else:
             layout = LAYOUTS[output.layout]
-        table = build_table(frame, layout, model=model, experiments=output.experiments,
-                            kept_tokens=bool(args is not None and getattr(args, "kept_tokens", False)))
-        written += write_table(table, (out_dir or results / "tables") / output.stem, paper)
+        table = build_table(frame, layout, model=model, experiments=output.experiments, kept_tokens=kept_tokens)
+        comparison = paper
+        if compare_profile is not None:
+            other = every_profile[every_profile["profile"] == compare_profile]
+            comparison = ProfileTable(build_table(other, layout, model=model, experiments=output.experiments,
+                                                  kept_tokens=kept_tokens), compare_profile)
+        stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
+        written += write_table(table, (out_dir or results / "tables") / stem, comparison)
     for name in product.figures:
         try:
             written += FIGURES[name](frame, out_dir or results / "figures", args or _defaults())
@@ -135,7 +155,11 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--run", action="store_true", help="run the target's experiments through the sweep first")
     build.add_argument("--sweep-args", default="", help="extra sweep overrides, e.g. 'hydra/launcher=slurm_h100'")
     build.add_argument("--model", help="model config to report instead of the table's own (e.g. tiny_qwen3vl)")
-    build.add_argument("--compare", choices=["paper"], help="add our value minus the published one")
+    build.add_argument("--profile", choices=PROFILES, default=REPRODUCE,
+                       help="whose cells: reproduce (each method's published-row variant, default) or clean "
+                            "(variant=paper everywhere; writes <stem>-clean.*)")
+    build.add_argument("--compare", choices=["paper", *PROFILES],
+                       help="add this table minus another: paper (the published numbers) or a profile's table")
     build.add_argument("--kept-tokens", action="store_true",
                        help="add a 'Kept %%' column: video tokens each method really kept (from the run logs)")
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
@@ -175,9 +199,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         product = get_product(args.target)
     except ValueError as error:
         _parser().error(str(error))
-    failed = run_experiments(product, args.results, shlex.split(args.sweep_args)) if args.run else []
+    compare_profile = args.compare if args.compare in PROFILES else None
+    if compare_profile == args.profile:
+        _parser().error(f"--compare {args.compare} compares the profile with itself; pick the other one")
+    failed = []
+    if args.run:
+        for profile in (args.profile, compare_profile):
+            if profile is not None:
+                failed += run_experiments(product, args.results, [*shlex.split(args.sweep_args), f"profile={profile}"])
     paper = PaperTables(args.paper_csv) if args.compare == "paper" else None
-    written, problems = build_product(product, args.results, out=args.out, model=args.model, paper=paper, args=args)
+    written, problems = build_product(product, args.results, out=args.out, model=args.model, paper=paper, args=args,
+                                      profile=args.profile, compare_profile=compare_profile)
     for path in written:
         print(f"wrote {path}")
     for problem in problems:

@@ -1,7 +1,8 @@
 """A results tree (the sweep's cells) as one tidy DataFrame.
 
 One row per (cell, benchmark): ``experiment, model, frames, ratio, method, task, benchmark,
-value, status, cell``. ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed
+value, status, cell, profile, variant`` (``profile``: ``reproduce`` or ``clean``, the sweep's;
+``variant``: the method's variant; cells from before variants read as ``reproduce`` / ``paper``). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed
 cell still yields one row per benchmark of its task, with ``value`` NaN, so tables can print
 ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
 
@@ -22,11 +23,13 @@ import numpy as np
 import pandas as pd
 
 from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings, read_samples
-from vcast.sweep.cell import CELL_FILE, why_incomplete
+from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
+from vcast.variants import PAPER
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell"]
+COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell",
+           "profile", "variant"]
 KEY = ["experiment", "model", "frames", "ratio", "method"]
 # cell.json "efficiency" field -> the paper's efficiency column.
 EFFICIENCY_COLUMNS = {
@@ -57,7 +60,8 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
     base = {
         "experiment": str(spec["experiment"]), "model": str(spec["model"]), "frames": int(spec["frames"]),
         "ratio": float(spec["ratio"]), "method": str(spec["method"]), "task": str(spec["task"]),
-        "cell": str(cell_dir.relative_to(root)),
+        "cell": str(cell_dir.relative_to(root)), "profile": str(spec.get("profile") or REPRODUCE),
+        "variant": str(spec.get("variant") or PAPER),
     }
     status = record.get("status")
     if status in FAILED_STATUSES:

@@ -3,7 +3,9 @@
 CSV: one row per (frames, ratio, method), the layout's columns by their paper names
 (``MVBench ... Average, Average%``; the efficiency table ``PrefillLatency_s ... Performance``);
 ``OOM`` for a cell that ran out of memory, ``failed`` for a failed one, empty where there is no
-cell. With a paper comparison, ``<column>_vs_paper`` holds our value minus the published one.
+cell. With a comparison (``--compare paper``: the published numbers; ``--compare clean``: the same
+grid run with ``variant="paper"``), ``<column>_vs_<name>`` holds this table's printed value minus
+the other one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Optional
 
 from vcast.atomic_files import atomic_write_text
 from vcast.report.layouts import Column, Layout
-from vcast.report.paper import PaperTables
+from vcast.report.comparison import Comparison
 from vcast.report.tables import Entry, Table, round_half_up
 
 MISSING = "–"
@@ -34,8 +36,8 @@ def _printed(entry: Entry, column: Column) -> str:
     return f"{round_half_up(entry.values[column.key], column.digits):.{column.digits}f}"
 
 
-def _vs_paper(paper: PaperTables, table: Table, entry: Entry, column: Column) -> Optional[float]:
-    """Our printed value minus the published one (both as the table prints them), or None."""
+def _vs_paper(paper: Comparison, table: Table, entry: Entry, column: Column) -> Optional[float]:
+    """Our printed value minus the other one (both as the table prints them), or None."""
     published = paper.value(entry.paper_table, table.layout, entry, column.key)
     ours = entry.values.get(column.key, math.nan)
     if published is None or entry.states.get(column.key) != "ok":
@@ -43,12 +45,12 @@ def _vs_paper(paper: PaperTables, table: Table, entry: Entry, column: Column) ->
     return round_half_up(round_half_up(ours, column.digits) - published, column.digits) + 0.0  # no "-0.0"
 
 
-def csv_text(table: Table, paper: Optional[PaperTables] = None) -> str:
+def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
     """The table as CSV text (see the module docstring)."""
     columns = table.layout.columns
     header = ["frames", "ratio", "method", *(c.key for c in columns)]
     if paper is not None:
-        header += [f"{c.key}_vs_paper" for c in columns]
+        header += [f"{c.key}_vs_{paper.name}" for c in columns]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -88,7 +90,7 @@ def _md_header(column: Column) -> str:
     return f"{column.group} {column.header}" if column.group else column.header
 
 
-def markdown_text(table: Table, paper: Optional[PaperTables] = None) -> str:
+def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
     """The table as a GitHub Markdown table; best **bold**, second <u>underlined</u>."""
     layout = table.layout
     lines = [f"**{layout.label}** — {layout.caption} Model: `{table.model}`.", ""]
@@ -104,7 +106,7 @@ def markdown_text(table: Table, paper: Optional[PaperTables] = None) -> str:
             label = f"*{entry.label}*" if entry.reference else entry.label
             lines.append(f"| {label} | " + " | ".join(_md_cell(entry, c) for c in layout.columns) + " |")
     if paper is not None:
-        lines += ["", "Ours − paper (published value):", "",
+        lines += ["", f"{paper.caption}:", "",
                   "| Method | frames | ratio | " + " | ".join(_md_header(c) for c in layout.columns) + " |",
                   "|---|---:|---:|" + "---:|" * len(layout.columns)]
         for entry in table.rows:
@@ -188,7 +190,7 @@ def latex_text(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(table: Table, out_stem: Path, paper: Optional[PaperTables] = None) -> list[Path]:
+def write_table(table: Table, out_stem: Path, paper: Optional[Comparison] = None) -> list[Path]:
     """``<out_stem>.csv``, ``.tex`` and ``.md``, each written atomically; returns the paths."""
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)

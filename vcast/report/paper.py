@@ -22,6 +22,9 @@ SHIPPED = Path(__file__).with_name("paper_tables.csv")
 class PaperTables:
     """Published values keyed by (table, model, frames, ratio, method, benchmark)."""
 
+    name = "paper"
+    caption = "Ours − paper (published value)"
+
     def __init__(self, path: Path = SHIPPED) -> None:
         self.path = Path(path)
         self.values: dict[tuple[str, str, int, float, str, str], str] = {}

@@ -113,7 +113,7 @@ def _mean_over_tasks(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
     kept = one_row_per_cell(rows[chosen], ["frames", "ratio", "method", "task"])
     mean = kept.groupby(["frames", "ratio", "method"], as_index=False).agg(
         value=("value", "mean"), experiment=("experiment", "first"), model=("model", "first"),
-        cell=("cell", "first"))
+        cell=("cell", "first"), profile=("profile", "first"), variant=("variant", "first"))
     mean = mean.assign(task="", benchmark=benchmark, status="ok")[rows.columns]
     return pd.concat([rows[~chosen], mean], ignore_index=True)
 

@@ -1,6 +1,7 @@
 """One cell of an experiment grid (model x task x method x ratio x frames) and where it lives.
 
-``results/<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/`` holds lmms-eval's output
+``results/<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/`` (``<experiment>-clean/...``
+under ``profile=clean``) holds lmms-eval's output
 (``lmms_eval/``), the per-call efficiency records (``efficiency/``), the run log (``run.log``),
 ``cell.json`` (status, scores, efficiency, error) and, only when the cell is complete, ``DONE``.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 DONE_FILE = "DONE"
+REPRODUCE = "reproduce"
 CELL_FILE = "cell.json"
 
 
@@ -38,10 +40,13 @@ class CellSpec:
     limit: Optional[float] = None
     seed: int = 0
     include_paths: list[str] = field(default_factory=list)
+    variant: str = "paper"        # the method's vcast.variants variant this cell ran
+    profile: str = "reproduce"    # reproduce | clean (see vcast.sweep.profiles)
 
     @property
     def relative_dir(self) -> Path:
-        return Path(self.experiment, self.model, f"{self.frames}f", self.method, f"r{self.ratio:g}", self.task)
+        return Path(experiment_folder(self.experiment, self.profile), self.model, f"{self.frames}f", self.method,
+                    f"r{self.ratio:g}", self.task)
 
     @property
     def name(self) -> str:
@@ -49,6 +54,12 @@ class CellSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def experiment_folder(experiment: str, profile: str) -> str:
+    """``<experiment>`` for the reproduction profile, ``<experiment>-<profile>`` for another, so
+    the two runs of one grid never share a cell."""
+    return experiment if profile == REPRODUCE else f"{experiment}-{profile}"
 
 
 def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:

@@ -7,8 +7,10 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from vcast.sweep.cell import CellSpec
+from vcast.sweep.cell import REPRODUCE, CellSpec
+from vcast.sweep.profiles import resolve_variant
 from vcast.validation import check_int, check_ratio
+from vcast.variants import PAPER
 
 
 def _container(node: Any) -> dict[str, Any]:
@@ -39,24 +41,43 @@ def spec_from_config(cfg: DictConfig, experiment: str) -> CellSpec:
     if not tasks:
         raise ValueError(f"task {cfg.task.name!r} lists no lmms-eval tasks")
     include = [str(Path(p).resolve()) for p in cfg.get("include_paths") or []]
+    params = _container(method.get("params"))
+    profile = str(cfg.get("profile", REPRODUCE))
+    variant = resolve_variant(profile, method.name, params.pop("variant", None), _container(cfg.get("variants")))
+    if variant != PAPER or len(_variants_of(method.id)) > 1:
+        params["variant"] = variant  # methods with one variant take no such parameter
     return CellSpec(
         experiment=experiment, model=cfg.model.name, plugin=cfg.model.plugin,
         pretrained=_local_or_hub(str(cfg.model.pretrained)), prompt_key=cfg.model.prompt_key,
         model_args=_container(cfg.model.get("args")), method=method.name, method_id=method.id,
-        method_params=_container(method.get("params")), ratio=ratio, frames=frames, task=cfg.task.name,
+        method_params=params, ratio=ratio, frames=frames, task=cfg.task.name,
         lmms_tasks=tasks, batch_size=int(cfg.batch_size), processes=processes,
         limit=None if cfg.limit is None else float(cfg.limit), seed=int(cfg.seed), include_paths=include,
+        variant=variant, profile=profile,
     )
+
+
+def _variants_of(method_id: str) -> tuple[str, ...]:
+    """The method's variants; ``("paper",)`` for a name that is not registered (preflight says so)."""
+    from vcast.registry import method_variants
+
+    try:
+        return method_variants(method_id)
+    except ValueError:
+        return (PAPER,)
 
 
 def preflight(spec: CellSpec) -> Optional[str]:
     """Why ``spec`` cannot run at all (so no job is spent on it), or None."""
     import vcast
-    from vcast.registry import check_params
+    from vcast.registry import check_params, method_variants
 
     if spec.method_id not in vcast.available_methods():
         return (f"method {spec.method_id!r} (config {spec.method!r}) is not implemented in this version of vcast; "
                 f"available: {', '.join(vcast.available_methods())}")
+    if spec.variant not in method_variants(spec.method_id):
+        return (f"method {spec.method_id!r} (config {spec.method!r}) has no variant {spec.variant!r} "
+                f"(profile {spec.profile!r}); it has: {', '.join(method_variants(spec.method_id))}")
     try:
         check_params(spec.method_id, spec.method_params)
     except ValueError as error:

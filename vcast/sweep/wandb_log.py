@@ -20,7 +20,8 @@ def log_cell(record: dict[str, Any], project: str, mode: str, directory: Path, e
         project=project, entity=entity, mode=mode, dir=str(directory), name=record["cell"],
         group=spec["experiment"], job_type="eval", reinit="create_new",
         config={**spec, "status": record["status"]},
-        tags=[spec["model"], spec["method"], spec["task"], f"r{spec['ratio']:g}", f"{spec['frames']}f"],
+        tags=[spec["model"], spec["method"], spec["task"], f"r{spec['ratio']:g}", f"{spec['frames']}f",
+              spec.get("variant", "paper"), spec.get("profile", "reproduce")],
     )
     try:
         summary: dict[str, Any] = {"status": record["status"], "duration_s": record.get("duration_s")}

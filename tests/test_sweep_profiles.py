@@ -1,0 +1,83 @@
+"""Profiles: a paper-table experiment runs each method in the variant behind its published row;
+``profile=clean`` runs ``variant="paper"`` everywhere into its own cells."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("hydra")
+
+from vcast.registry import method_variants  # noqa: E402
+from vcast.sweep.profiles import resolve_variant  # noqa: E402
+from vcast.sweep.spec import preflight, spec_from_config  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="sweep", overrides=overrides, return_hydra_config=True)
+
+
+def test_resolve_variant_rules() -> None:
+    table = {"visionzip": "vidcom2_qwen", "vcast": "official"}
+    assert resolve_variant("reproduce", "visionzip", None, table) == "vidcom2_qwen"
+    assert resolve_variant("reproduce", "random", None, table) == "paper"  # not named: ours
+    assert resolve_variant("reproduce", "visionzip", "paper", table) == "paper"  # a pin wins
+    assert resolve_variant("clean", "visionzip", None, table) == "paper"
+    assert resolve_variant("clean", "visionzip", "paper", table) == "paper"
+    with pytest.raises(ValueError, match="pins variant 'official'"):
+        resolve_variant("clean", "vcast_x", "official", table)
+    with pytest.raises(ValueError, match="'fancy'"):
+        resolve_variant("fancy", "vcast", None, table)
+    with pytest.raises(ValueError, match="bogus"):
+        resolve_variant("reproduce", "vcast", None, {"vcast": "bogus"})
+    with pytest.raises(ValueError, match="'bogus'"):
+        resolve_variant("reproduce", "vcast", "bogus", {})
+
+
+def test_reproduction_cell_runs_the_named_variant_and_clean_its_own_cell() -> None:
+    reproduce = spec_from_config(_compose(["experiment=qwen3vl_8b", "method=vcast"]), "qwen3vl_8b")
+    clean = spec_from_config(_compose(["experiment=qwen3vl_8b", "method=vcast", "profile=clean"]), "qwen3vl_8b")
+    assert (reproduce.variant, reproduce.profile, reproduce.method_params["variant"]) == ("official", "reproduce", "official")
+    assert (clean.variant, clean.profile, clean.method_params["variant"]) == ("paper", "clean", "paper")
+    assert reproduce.relative_dir.parts[0] == "qwen3vl_8b"
+    assert clean.relative_dir.parts[0] == "qwen3vl_8b-clean"
+    assert reproduce.relative_dir.parts[1:] == clean.relative_dir.parts[1:]
+    assert reproduce.as_dict()["variant"] == "official"  # cell.json records it (spec is written whole)
+
+
+def test_single_variant_methods_take_no_variant_parameter() -> None:
+    spec = spec_from_config(_compose(["experiment=efficiency", "method=random"]), "efficiency")
+    assert spec.variant == "paper" and "variant" not in spec.method_params
+    vanilla = spec_from_config(_compose(["experiment=efficiency", "method=vanilla"]), "efficiency")
+    assert vanilla.variant == "paper" and "variant" not in vanilla.method_params
+
+
+def test_preflight_names_a_missing_variant() -> None:
+    spec = spec_from_config(_compose(["method=random", "+variants.random=official"]), "x")
+    assert spec.variant == "official"
+    problem = preflight(spec)
+    assert problem is not None and "has no variant 'official'" in problem and problem.endswith("it has: paper")
+
+
+@pytest.mark.parametrize("profile", ["reproduce", "clean"])
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_cell_has_its_variant(experiment: str, profile: str) -> None:
+    """Every method of every experiment has the variant the experiment asks of it, under both profiles."""
+    cfg = _compose([f"experiment={experiment}"])
+    named = dict(cfg.get("variants") or {})
+    methods = str(cfg.hydra.sweeper.params.method).split(",")
+    assert set(named) <= set(methods), f"variants for methods not in the grid: {set(named) - set(methods)}"
+    for method in methods:
+        spec = spec_from_config(_compose([f"experiment={experiment}", f"method={method}", f"profile={profile}"]),
+                                experiment)
+        assert preflight(spec) is None, preflight(spec)
+        expected = "paper" if profile == "clean" else named.get(method, "paper")
+        assert spec.variant == expected
+        assert spec.variant in method_variants(spec.method_id)
