@@ -5,7 +5,26 @@ Language Models" (VidCom², EMNLP 2025). Official code: xuyang-liu16/VidCom2 @94
 the ``qwen`` branch @a85d485 has the same core), ``token_compressor/vidcom2/vidcom2.py``;
 see ``shared/design/reference_methods.md`` sections 4.1 (algorithm), 4.2-4.3 (integrations).
 
-Algorithm, on the LLM-space video tokens ``frames`` [T, P, D] (all in float32):
+Variants (``variant=``):
+
+* ``"paper"`` (default): the algorithm below in float32 whatever the input dtype (bf16 and
+  float32 input give the same result), exact budgets by default, deterministic ties.
+* ``"official"``: the released code bit for bit on CPU, in the input dtype
+  (:mod:`baselines.vidcom2_official`): ``main`` @944a17d ``vidcom2.py`` L15-103 (linear mapping,
+  LLaVA-OV / LLaVA-Video token space) and the ``qwen``-branch Qwen3-VL / Qwen2.5-VL wrapper
+  ``_compute_keep_indices`` (@a85d485, ``models/qwen3_vl.py`` L20-33), which computes the same
+  thing for ``T`` temporal patches of ``P = h w / 4`` tokens (no ``T <= 1`` skip in either).
+  It implies ``allocation="official"`` and takes no other allocation, nor
+  ``temporal="curvature"`` (the "+V-CAST budgeting" ablation is ours: paper only). Its
+  ``mean q`` is the release's ``probs.mean()``; ``D = 1`` and a bf16 count above P (P > 256 not
+  held by bf16, r near 1) raise a ValueError where the release fails. Measured against the
+  release loaded at run time (``/work/main/.venv/bin/python /work/scratch/vidcom2/compare.py``:
+  random, near-static, tied and duplicated-token videos, T = 1..32, P = 1..513, r = 0.01..1):
+  fp32 351/351, bf16 349/349, fp16 351/351 kept sets and counts exact (plus 8-10 cases per dtype
+  where both refuse); ``variant="paper", allocation="official"`` agrees on only 322/351 fp32 and
+  61/349 bf16 of the same cases.
+
+Algorithm (``variant="paper"``), on the LLM-space video tokens ``frames`` [T, P, D] (all in float32):
 
 1. keep the ``int(D / 2)`` channels with the lowest population variance over all ``T * P``
    tokens and L2-normalise every token on them;
@@ -23,7 +42,8 @@ Frame budgets:
   ``p_t = (1 + q_t - 1/T) / T`` (VidCom2's scale ``r (1 + q_t - 1/T)`` normalised) apportioned
   exactly to ``B = floor(r T P)`` by :func:`vcast.allocation.allocate_paper` with ``k_min = 1``
   when ``B >= T`` (else 0), so the method keeps exactly ``B`` tokens.
-* ``allocation="official"``: the released per-frame rule
+* ``allocation="official"`` (kept for old configs; ``variant="official"`` implies it): the
+  released per-frame rule, scored in float32 with ``1/T`` for ``mean q``,
   ``b_t = max(1, round_half_even(min(1, r (1 + q_t - 1/T)) * P))``. Its total is only about
   ``r T P`` (e.g. 22 instead of 24 for T=4, P=12, r=0.5 with one unique frame) and every frame
   keeps at least one token even when ``r T P < T``; ``r = 1`` does not keep every token.
@@ -38,7 +58,7 @@ Defaults (every retention ratio): channel fraction 0.5, scales {1/8, ..., 2}, te
 scripts use R_RATIO = 0.25. No model inputs: the method needs no attention (FlashAttention-safe).
 Pure pruning: kept tokens are returned by index, so adapters keep each at its original position.
 
-Deliberate deviations from the official code:
+Deliberate deviations of ``variant="paper"`` from the official code (``variant="official"`` has none):
 
 * Exact budget ``B = floor(r T P)`` by default instead of per-frame half-to-even rounding
   clamped to ``>= 1`` (``allocation="official"`` restores it).
@@ -52,10 +72,12 @@ Deliberate deviations from the official code:
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 import torch
 
 from baselines.selection_output import selection_from_positions
+from baselines.vidcom2_official import official_keep
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget
 from vcast.frame_stats import frame_stats
@@ -70,11 +92,13 @@ from vcast.temporal import (
     video_centre_similarity,
 )
 from vcast.validation import check_choice, check_positive
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 TEMPORAL_CHOICES = ("uniqueness", "curvature")
 ALLOCATION_CHOICES = ("paper", "official")
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def official_frame_budgets(q: torch.Tensor, ratio: float, tokens_per_frame: int) -> torch.Tensor:
@@ -91,14 +115,15 @@ def official_frame_budgets(q: torch.Tensor, ratio: float, tokens_per_frame: int)
     return torch.round(scale * tokens_per_frame).long().clamp_min(1)  # torch.round: half to even
 
 
-@register_method("vidcom2", inputs=())
+@register_method("vidcom2", inputs=(), variants=VARIANTS)
 def vidcom2_select(
     frames: torch.Tensor,
     ratio: float,
     *,
     temporal: str = "uniqueness",
-    allocation: str = "paper",
+    allocation: Optional[str] = None,
     tau: float = 0.7,
+    variant: str = PAPER,
 ) -> Selection:
     """Keep, in each frame, the tokens least similar to the video and frame centres.
 
@@ -107,14 +132,27 @@ def vidcom2_select(
         ratio: retention ratio r in (0, 1].
         temporal: ``"uniqueness"`` (VidCom2's budgets) or ``"curvature"`` (V-CAST's budgets).
         allocation: ``"paper"`` (exactly ``floor(r T P)`` tokens) or ``"official"`` (the
-            released per-frame rounding; uniqueness only). See the module docstring.
+            released per-frame rounding; uniqueness only). None: ``"paper"`` for
+            ``variant="paper"``, ``"official"`` for ``variant="official"`` (which takes no other).
         tau: softmax temperature of ``temporal="curvature"`` (> 0; unused otherwise).
+        variant: ``"paper"`` (float32 scores) or ``"official"`` (the release, in ``frames``'
+            dtype; uniqueness budgets with the official rounding only). See the module docstring.
     Returns:
-        Selection with ``keep`` [K], ``budgets`` [T] and the temporal density [T].
+        Selection with ``keep`` [K], ``budgets`` [T] and the temporal density [T] (float32).
     """
+    variant = check_variant("vidcom2", variant, VARIANTS)
+    if allocation is None:
+        allocation = "official" if variant == OFFICIAL else "paper"
     check_choice("temporal", temporal, TEMPORAL_CHOICES)
     check_choice("allocation", allocation, ALLOCATION_CHOICES)
     tau = check_positive("tau", tau)
+    if variant == OFFICIAL:
+        if temporal != "uniqueness":
+            raise ValueError("vidcom2: temporal='curvature' (the '+V-CAST budgeting' ablation) has "
+                             "variant='paper' only")
+        if allocation != "official":
+            raise ValueError("vidcom2: variant='official' uses the released allocation='official' only")
+        return _official_select(frames, ratio)
     if temporal == "curvature" and allocation != "paper":
         raise ValueError("allocation='official' is VidCom2's rounding of its uniqueness scale; "
                          "temporal='curvature' takes V-CAST's allocation='paper' only")
@@ -143,4 +181,16 @@ def vidcom2_select(
     keep = top_per_frame(-(video_sim + frame_sim), budgets, total)
     logger.debug("vidcom2: T=%d P=%d r=%.4g -> K=%d (%s temporal, %s allocation)",
                  num_frames, tokens_per_frame, ratio, total, temporal, allocation)
+    return selection_from_positions(keep, num_frames, tokens_per_frame, frame_weights=density)
+
+
+def _official_select(frames: torch.Tensor, ratio: float) -> Selection:
+    """``variant="official"`` (:mod:`baselines.vidcom2_official`); frame weights are the float32
+    of the release's ``(1 + q - mean q) / T``."""
+    num_frames, tokens_per_frame, _ = frames.shape
+    keep, counts, q = official_keep(frames, ratio)
+    q = q.float()
+    density = (1 + q - q.mean()) / num_frames
+    logger.debug("vidcom2 official: T=%d P=%d r=%.4g %s -> K=%d", num_frames, tokens_per_frame, ratio,
+                 frames.dtype, keep.numel())
     return selection_from_positions(keep, num_frames, tokens_per_frame, frame_weights=density)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 import yaml
 
 import vcast
-from vcast.registry import method_inputs
+from vcast.registry import method_inputs, method_variants
 from vcast.synthetic_features import synthetic_video_features
 from vcast.temporal import multiscale_gaussian_similarity, uniqueness_weights
 
@@ -271,3 +272,141 @@ def test_method_configs_run(config):
     assert sel.keep.numel() == 48
     if config == "vidcom2_vcast":
         assert torch.equal(sel.budgets, vcast.select(frames, 0.25, method="vcast").budgets)
+
+
+# --- variant="official": the released code, arithmetic in the input dtype -------------------
+
+def f32(x: float) -> float:
+    """Round a Python float to the nearest float32 (half to even)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def bf16(x: float) -> float:
+    """Round to float32, then to bfloat16 by hand: keep the top 16 bits, half to even."""
+    bits = struct.unpack("<I", struct.pack("<f", f32(x)))[0]
+    low = bits & 0xFFFF
+    high = bits >> 16
+    if low > 0x8000 or (low == 0x8000 and high & 1):
+        high += 1
+    return struct.unpack("<f", struct.pack("<I", high << 16))[0]
+
+
+def test_bf16_helper_by_hand():
+    assert bf16(0.3) == 0.30078125  # 1.0011010b * 2^-2 (0.3 * 512 = 153.6 -> 154)
+    assert bf16(10.46875) == 10.5  # halfway between 10.4375 and 10.5: to the even mantissa
+    assert bf16(259.0) == 260.0  # halfway between 258 and 260: to the even mantissa
+
+
+def test_variants_are_declared():
+    assert method_variants("vidcom2") == ("paper", "official")
+
+
+def test_official_float32_counts_do_not_sum_to_the_budget():
+    # q one-hot on frame 2, mean q = 1/4: scale = 0.5 * (0.75, 0.75, 1.75, 0.75) clamped to 1,
+    # k = round_half_even(scale * 12) = (round(4.5), ., round(10.5), .) = (4, 4, 10, 4): 22, not 24.
+    frames = two_valued_video(4, 12, unique=2)
+    sel = vcast.select(frames, 0.5, method="vidcom2", variant="official")
+    assert sel.budgets.tolist() == [4, 4, 10, 4] and sel.keep.numel() == 22
+    assert torch.equal(sel.keep, torch.unique(sel.keep))  # ascending, no repeats
+    same = vcast.select(frames, 0.5, method="vidcom2", allocation="official")  # today's knob
+    assert torch.equal(same.budgets, sel.budgets)
+
+
+def test_official_keeps_one_token_per_frame_below_the_budget():
+    # round(0.25 * 0.75 * 2) = round(0.375) = 0 -> clamped to 1; frame 1: round(0.875) = 1.
+    sel = vcast.select(two_valued_video(4, 2, unique=1), 0.25, method="vidcom2", variant="official")
+    assert sel.budgets.tolist() == [1, 1, 1, 1] and sel.keep.numel() == 4
+
+
+def test_official_bf16_counts_by_hand():
+    # two_valued_video: q one-hot on frame 2, so 1 + q - mean q = (0.75, 0.75, 1.75, 0.75), exact in
+    # both dtypes. float32: f32(0.3) * 0.75 = 0.225000009 (exact), * 20 -> f32 4.5 -> round 4;
+    # f32(0.3) * 1.75 -> 0.52500004, * 20 -> f32 10.500001 -> 11.
+    # bf16: 0.225000009 -> 0.224609375, * 20 = 4.4921875 -> bf16 4.5 -> 4;
+    # 0.52500004 -> 0.5234375, * 20 = 10.46875 -> bf16 10.5 (tie to even) -> 10.
+    r, p = 0.3, 20
+    want32 = [round(f32(f32(f32(r) * s) * p)) for s in (0.75, 0.75, 1.75, 0.75)]
+    want16 = [round(bf16(bf16(f32(r) * s) * p)) for s in (0.75, 0.75, 1.75, 0.75)]
+    assert want32 == [4, 4, 11, 4] and want16 == [4, 4, 10, 4]
+    frames = two_valued_video(4, p, unique=2)
+    high = vcast.select(frames, r, method="vidcom2", variant="official")
+    low = vcast.select(frames.bfloat16(), r, method="vidcom2", variant="official")
+    assert high.budgets.tolist() == want32 and high.keep.numel() == 23
+    assert low.budgets.tolist() == want16 and low.keep.numel() == 22
+    # variant="paper" does not follow the dtype: floor(0.3 * 80) = 24 in both.
+    for dtype in (torch.float32, torch.bfloat16):
+        paper = vcast.select(frames.to(dtype), r, method="vidcom2")
+        assert paper.budgets.tolist() == [5, 5, 10, 4]
+
+
+def test_official_single_frame_is_pruned_with_bf16_rounding():
+    # T = 1: no skip; q = [1], scale = r. float32: f32(0.3) * 58 = 17.4 -> 17 tokens.
+    # bf16: bf16(0.3) = 0.30078125, * 58 = 17.4453125 -> bf16 17.5 -> round half even 18.
+    frames = random_frames(1, 58, d=16, seed=6)
+    assert round(f32(f32(0.3) * 58)) == 17 and round(bf16(bf16(0.3) * 58)) == 18
+    high = vcast.select(frames, 0.3, method="vidcom2", variant="official")
+    low = vcast.select(frames.bfloat16(), 0.3, method="vidcom2", variant="official")
+    assert high.budgets.tolist() == [17] and low.budgets.tolist() == [18]
+    assert vcast.select(frames.bfloat16(), 0.3, method="vidcom2").budgets.tolist() == [17]
+    # float32: the 17 smallest v + f (random features: no near-ties), ascending.
+    want = torch.sort(torch.topk(reference_scores(frames)[0], 17, largest=False).indices).values
+    assert torch.equal(high.keep, want)
+
+
+def test_official_float32_follows_the_released_rule_on_random_video():
+    # Counts from the float64 reference with the release's ``mean q`` (not 1/T) and Python round;
+    # tokens: the k_t smallest v + f per frame, index t * P + i.
+    t, p, r = 8, 16, 0.4
+    frames = random_frames(t, p, seed=4)
+    v, _ = reference_similarities(frames)
+    u = -v.mean(1)
+    q = torch.softmax((u - u.max()) / 0.01, dim=0)
+    want = [max(1, round(min(1.0, r * (1 + float(x) - float(q.mean()))) * p)) for x in q]
+    sel = vcast.select(frames, r, method="vidcom2", variant="official")
+    assert sel.budgets.tolist() == want
+    scores = reference_scores(frames)
+    expected = torch.cat([torch.sort(torch.topk(scores[i], want[i], largest=False).indices).values + i * p
+                          for i in range(t)])
+    assert torch.equal(sel.keep, expected)
+    assert float(sel.frame_weights.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_official_follows_the_input_dtype_and_paper_does_not():
+    frames = random_frames(8, 16, seed=4)
+    high = vcast.select(frames.bfloat16().float(), 0.25, method="vidcom2", variant="official")
+    low = vcast.select(frames.bfloat16(), 0.25, method="vidcom2", variant="official")
+    assert not torch.equal(high.keep, low.keep)  # bf16 scores reorder near-tied tokens
+    a = vcast.select(frames.bfloat16().float(), 0.25, method="vidcom2")
+    b = vcast.select(frames.bfloat16(), 0.25, method="vidcom2")
+    assert torch.equal(a.keep, b.keep)
+
+
+def test_official_is_deterministic():
+    frames = random_frames(6, 30, seed=9).bfloat16()
+    a = vcast.select(frames, 0.25, method="vidcom2", variant="official")
+    b = vcast.select(frames.clone(), 0.25, method="vidcom2", variant="official")
+    assert torch.equal(a.keep, b.keep) and torch.equal(a.budgets, b.budgets)
+
+
+def test_official_refuses_where_the_release_fails():
+    # bf16 cannot hold P = 259: at r = 1, T = 1, scale * P = 1.0 * 259 -> bf16 260 > P.
+    with pytest.raises(ValueError, match="exceeds P"):
+        vcast.select(random_frames(1, 259, d=4).bfloat16(), 1.0, method="vidcom2", variant="official")
+    assert vcast.select(random_frames(1, 259, d=4), 1.0, method="vidcom2", variant="official").keep.numel() == 259
+    with pytest.raises(ValueError, match="channel"):  # int(0.5 * 1) = 0 channels
+        vcast.select(random_frames(2, 4, d=1), 0.5, method="vidcom2", variant="official")
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [
+        ({"variant": "vidcom2_qwen"}, "variant"),
+        ({"variant": "clean"}, "variant"),
+        ({"variant": "official", "temporal": "curvature"}, "temporal"),
+        ({"variant": "official", "allocation": "paper"}, "allocation"),
+        ({"variant": "official", "allocation": "exact"}, "allocation"),
+    ],
+)
+def test_official_bad_parameters_are_named(params, name):
+    with pytest.raises(ValueError, match=name):
+        vcast.select(random_frames(4, 8), 0.5, method="vidcom2", **params)
