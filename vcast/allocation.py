@@ -9,7 +9,7 @@ Two allocators, both vectorised over frames (no Python loop over frames or token
   which go to the lower frame). ``sum(b) == B``.
 * :func:`allocate_official` -- the released V-CAST allocator, bit for bit, including its
   leftover loop that hands every leftover token to the frame with the largest fractional part
-  until that frame is full.
+  until that frame is full (:func:`trim_official_excess` is its over-budget branch).
 """
 
 from __future__ import annotations
@@ -96,9 +96,7 @@ def allocate_official(weights: torch.Tensor, total: int, tokens_per_frame: int, 
     """
     n = weights.numel()
     rest = total - n * k_min
-    p = weights.to(torch.float32).clamp_min(0)
-    p = p / p.sum().clamp_min(torch.finfo(torch.float32).tiny)
-    raw = p * rest
+    raw = official_weights(weights) * rest
     floors = torch.floor(raw)
     budgets = k_min + torch.clamp(floors.long(), max=tokens_per_frame - k_min)
     frac = torch.where(budgets >= tokens_per_frame, torch.full_like(raw, -1.0), raw - floors)
@@ -111,3 +109,32 @@ def allocate_official(weights: torch.Tensor, total: int, tokens_per_frame: int, 
     gift = torch.empty_like(gift_sorted)
     gift[order] = gift_sorted
     return budgets + gift
+
+
+def official_weights(weights: torch.Tensor) -> torch.Tensor:
+    """The released allocator's weights [T]: float32, clamped at 0, divided by their sum
+    (clamped at 1e-6); all-zero weights count as equal (no-ops for a density that sums to 1)."""
+    p = weights.to(torch.float32).clamp_min(0)
+    p = torch.where(p.sum() > 0, p, torch.ones_like(p))  # a tensor condition: no host sync
+    return p / p.sum().clamp_min(1e-6)
+
+
+def trim_official_excess(budgets: torch.Tensor, weights: torch.Tensor, total: int, k_min: int) -> torch.Tensor:
+    """The released allocator's over-budget branch, for budgets [T] from :func:`allocate_official`.
+
+    If float32 rounding ever made ``sum(floor(p_t R)) > R``, the release takes one token back from
+    each frame above ``k_min``, in the order of ``argsort(p)`` (ascending, the kernel's order on
+    ties), until the sum is ``total``. A softmax density never reaches it in practice; this only
+    keeps the sum right if it does. Returns ``budgets`` itself when nothing is over (a host sync).
+    """
+    excess = int(budgets.sum()) - total
+    if excess <= 0:
+        return budgets
+    budgets = budgets.clone()
+    for frame in torch.argsort(official_weights(weights), descending=False).tolist():
+        if excess <= 0:
+            break
+        if budgets[frame] > k_min:
+            budgets[frame] -= 1
+            excess -= 1
+    return budgets
