@@ -13,13 +13,14 @@ EXP ?= demo
 # Report targets: run the missing cells of the table's experiments through the sweep (ARGS are
 # sweep overrides, e.g. ARGS="hydra/launcher=slurm_h100"), then write results/tables/<name>.{csv,tex,md}
 # (figures: results/figures/<name>.{png,pdf}). REPORT_ONLY=1 skips running; COMPARE=paper adds
-# "ours minus published" columns; RESULTS=<dir> reads another results root.
+# "ours minus published" columns (COMPARE=clean: reproduction minus variant=paper, same grid); PROFILE=clean
+# builds the variant=paper tables (<name>-clean.*); RESULTS=<dir> reads another results root.
 RESULTS ?= results
 REPORT_TABLES := table-qwen3vl-8b table-qwen3vl-8b-r035 table-qwen3vl-32b table-qwen3vl-moe table-llava-ov-7b \
 	table-llava-video-7b table-efficiency table-rope table-ablations
 REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
-	$(if $(COMPARE),--compare $(COMPARE))
+	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE))
 
 .PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
 	report-list $(REPORT_TABLES) $(REPORT_FIGURES)

@@ -1,4 +1,5 @@
-"""DyCoke TTM baseline (baselines/dycoke.py): DyCoke's own kept count, pairs/quads, edge cases."""
+"""DyCoke TTM baseline (baselines/dycoke.py): DyCoke's own kept count, pairs/quads, edge cases;
+the official and vidcom2_qwen variants (known answers, hand-rounded bf16 cases, odd T, counts)."""
 
 from __future__ import annotations
 
@@ -171,6 +172,181 @@ def test_bad_k(bad):
 
 def test_unknown_parameter_and_registration():
     assert vcast.registry.method_inputs("dycoke") == ()
-    assert vcast.method_params("dycoke") == {"k": None}
+    assert vcast.method_params("dycoke") == {"k": None, "variant": "paper"}
     with pytest.raises(ValueError, match="threshold"):
         vcast.select(_video(4, 8), 0.5, method="dycoke", threshold=0.5)
+
+
+# ---- variants: official (KD-TAO/DyCoke dycole_ttm) and vidcom2_qwen (VidCom2 qwen port) ----------
+
+def _bf(value: float) -> float:
+    """``value`` rounded to the nearest bfloat16 (ties to even), back as a Python float."""
+    return torch.tensor(value, dtype=torch.float64).to(torch.bfloat16).item()
+
+
+def _bf16_normalize(v: list[float]) -> list[float]:
+    """``F.normalize`` in bf16, step by step: the norm rounded, then each quotient rounded."""
+    norm = _bf(math.sqrt(sum(c * c for c in v)))
+    return [_bf(c / norm) for c in v]
+
+
+def _bf16_cosine(a: list[float], b: list[float]) -> float:
+    """``F.cosine_similarity`` in bf16: both vectors normalised (as above), each product rounded,
+    the sum accumulated wide and rounded once."""
+    a, b = _bf16_normalize(a), _bf16_normalize(b)
+    return _bf(sum(_bf(x * y) for x, y in zip(a, b)))
+
+
+def test_variants_declared_and_unknown_refused():
+    assert vcast.registry.method_variants("dycoke") == ("paper", "official", "vidcom2_qwen")
+    with pytest.raises(ValueError, match="'dycoke'.*'vidcom2_qwen'.*'clean'"):
+        vcast.select(_video(4, 8), 0.5, method="dycoke", variant="clean")
+
+
+def test_official_count_default_k_ignores_ratio():
+    # K = 0.7 by default (lmms-eval): n = int((1 - 0.7) * 196) = int(58.800000000000004) = 58;
+    # whole frames 0, 4, ..., 28 and 30: 9 * 196 + 23 * 58 = 3098 (49.4%).
+    x = _video(32, 196, dim=8)
+    a = vcast.select(x, 0.1, method="dycoke", variant="official")
+    b = vcast.select(x, 0.9, method="dycoke", variant="official")
+    assert torch.equal(a.keep, b.keep)
+    whole = set(range(0, 29, 4)) | {30}
+    assert a.budgets.tolist() == [196 if t in whole else 58 for t in range(32)]
+    assert a.keep.numel() == 3098
+    assert vcast.select(x, 0.25, method="dycoke", variant="official", k=0.3).budgets[1] == 137  # int(0.7 * 196)
+
+
+def test_release_counts_truncate_binary_floats():
+    x = _video(2, 10)
+    # (1 - 0.9) * 10 = 0.9999999999999998 -> 0 in both releases; the paper variant's decimal gives 1.
+    assert vcast.select(x, 0.5, method="dycoke", variant="official", k=0.9).budgets.tolist() == [10, 0]
+    assert vcast.select(x, 0.5, method="dycoke", variant="paper", k=0.9).budgets.tolist() == [10, 1]
+    # vidcom2_qwen: K = 1 - r = 0.9, keep 1 - 0.9 -> 0 tokens at r = 0.1; the paper variant keeps 1.
+    assert vcast.select(x, 0.1, method="dycoke", variant="vidcom2_qwen").budgets.tolist() == [10, 0]
+    assert vcast.select(x, 0.1, method="dycoke", variant="paper").budgets.tolist() == [10, 1]
+    # vidcom2_qwen with DYCOKE_K = 0.7 given: int(0.30000000000000004 * 196) = 58, r unused.
+    y = _video(2, 196, dim=4)
+    assert vcast.select(y, 0.9, method="dycoke", variant="vidcom2_qwen", k=0.7).budgets.tolist() == [196, 58]
+
+
+@pytest.mark.parametrize("variant", ["official", "vidcom2_qwen"])
+@pytest.mark.parametrize("T,budgets", [
+    (1, [8]),  # kept whole (VidCom2's rule; the official code cannot run T = 1)
+    (2, [8, 4]),
+    (3, [8, 4, 0]),  # odd T: the last frame is dropped (the paper variant reduces it)
+    (4, [8, 4, 8, 4]),  # no quad step for T <= 4
+    (5, [8, 4, 4, 4, 0]),  # quad i = 0 re-reduces frame 2; frame 4 dropped
+    (7, [8, 4, 4, 4, 8, 4, 0]),
+    (9, [8, 4, 4, 4, 8, 4, 4, 4, 0]),  # quads i = 0, 4 (4 < T - 4 = 5)
+    (8, [8, 4, 4, 4, 8, 4, 8, 4]),
+])
+def test_release_layout_and_odd_frames(variant, T, budgets):
+    k = 0.5 if variant == "official" else None  # vidcom2_qwen: K = 1 - r = 0.5
+    sel = vcast.select(_video(T, 8), 0.5, method="dycoke", variant=variant, k=k)
+    assert sel.budgets.tolist() == budgets
+    assert sel.keep.numel() == sum(budgets)
+    assert torch.equal(sel.keep, torch.unique(sel.keep))
+
+
+def test_paper_still_reduces_the_odd_last_frame():
+    assert vcast.select(_video(5, 8), 0.5, method="dycoke").budgets.tolist() == [8, 4, 4, 4, 4]
+
+
+def _pair_frames() -> torch.Tensor:
+    # Frame 0: one vector everywhere; frame 1 at angles with cosines 1, 0, .707, -1, 1, .447.
+    frame0 = [[1.0, 0.0]] * 6
+    frame1 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.0], [2.0, 0.0], [1.0, 2.0]]
+    return torch.tensor([frame0, frame1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_official_output_order_is_ascending_cosine(dtype):
+    # k = 0.5 keeps 3 of frame 1: cosines -1 (token 3), 0 (token 1), .447 (token 5), in that order.
+    x = _pair_frames().to(dtype)
+    sel = vcast.select(x, 0.5, method="dycoke", variant="official", k=0.5)
+    assert sel.keep.tolist() == list(range(6)) + [7, 9, 11]  # the slots, ascending
+    expected = torch.cat([x[0], x[1, [3, 1, 5]]])  # the release's sequence
+    assert sel.tokens.dtype == dtype and torch.equal(sel.output(x), expected)
+    # vidcom2_qwen and paper keep the same set, in spatial order (pure pruning).
+    for variant in ("vidcom2_qwen", "paper"):
+        other = vcast.select(x, 0.5, method="dycoke", variant=variant)
+        assert other.tokens is None and torch.equal(other.keep, sel.keep)
+        assert torch.equal(other.output(x), torch.cat([x[0], x[1, [1, 3, 5]]]))
+
+
+# bf16 pair case computed by hand. Reference a = (-0.75, 0.25); candidates b0 = (-2, 0.625) and
+# b1 = 1.5 a = (-1.125, 0.375). Exactly, cos(a, b0) = 0.99982 < cos(a, b1) = 1: b0 is the less similar.
+# In bf16 (8 significant bits): |a| = sqrt(0.625) -> 0.7890625, normalize(a) = (-0.94921875, 0.31640625);
+# |b0| = sqrt(4.390625) -> 2.09375, normalize(b0) = (-0.95703125, 0.298828125); cosine_similarity
+# renormalises (both norms round to 1.0) and sums the rounded products 0.91015625 + 0.0947265625 =
+# 1.0048828125 -> 1.0078125. normalize(b1) = normalize(a), whose products give 0.90234375 +
+# 0.10009765625 -> 1.0. So in bf16 b1 (1.0) ranks below b0 (1.0078125): the choice flips.
+_A, _B0, _B1 = [-0.75, 0.25], [-2.0, 0.625], [-1.125, 0.375]
+
+
+def test_bf16_hand_rounding_of_the_pair_case():
+    assert _bf16_normalize(_A) == [-0.94921875, 0.31640625]
+    assert _bf16_normalize(_B0) == [-0.95703125, 0.298828125]
+    assert _bf16_cosine(_bf16_normalize(_A), _bf16_normalize(_B0)) == 1.0078125
+    assert _bf16_cosine(_bf16_normalize(_A), _bf16_normalize(_B1)) == 1.0
+
+
+@pytest.mark.parametrize("variant", ["official", "vidcom2_qwen"])
+def test_bf16_arithmetic_flips_the_pair_choice(variant):
+    x = torch.tensor([[_A, _A], [_B0, _B1]])  # T = 2, P = 2; keep n = 1 of frame 1
+    k = 0.5 if variant == "official" else None
+    f32 = vcast.select(x, 0.5, method="dycoke", variant=variant, k=k)
+    b16 = vcast.select(x.bfloat16(), 0.5, method="dycoke", variant=variant, k=k)
+    assert f32.keep.tolist() == [0, 1, 2]  # b0, the least similar in float32
+    assert b16.keep.tolist() == [0, 1, 3]  # b1, the least similar in bf16
+    # The paper variant scores in float32 whatever the input dtype.
+    for xx in (x, x.bfloat16()):
+        assert vcast.select(xx, 0.5, method="dycoke", variant="paper").keep.tolist() == [0, 1, 2]
+
+
+# bf16 quad case computed by hand: frame 2 is ranked against frame 0 by cosine_similarity of the
+# RAW features (no F.normalize first). Reference c = (-0.625, 0.25): |c| -> 0.671875, c/|c| =
+# (-0.9296875, 0.373046875). d0 = (-1.125, 0.375): d0/|d0| = (-0.94921875, 0.31640625), products
+# 0.8828125 + 0.1181640625 -> 1.0. d1 = (-1.875, 0.875): |d1| -> 2.0625, d1/|d1| = (-0.91015625,
+# 0.423828125), products 0.84765625 + 0.158203125 -> 1.0078125. So d0 is the less similar
+# (as in float32: 0.99827 < 0.99843); normalising first, as the pair step does, would give
+# 1.0 vs 0.99609375 and pick d1.
+_C, _D0, _D1 = [-0.625, 0.25], [-1.125, 0.375], [-1.875, 0.875]
+
+
+def test_bf16_hand_rounding_of_the_quad_case():
+    assert _bf16_cosine(_C, _D0) == 1.0 and _bf16_cosine(_C, _D1) == 1.0078125
+    assert _bf16_cosine(_bf16_normalize(_C), _bf16_normalize(_D1)) == 0.99609375
+
+
+@pytest.mark.parametrize("variant", ["official", "vidcom2_qwen"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quad_step_uses_raw_cosine(variant, dtype):
+    # T = 5, P = 2: quad i = 0 re-ranks frame 2 against frame 0; frame 4 is dropped.
+    x = torch.tensor([[_C, _C], [_D1, _D0], [_D0, _D1], [_C, _D0], [_C, _C]]).to(dtype)
+    k = 0.5 if variant == "official" else None
+    sel = vcast.select(x, 0.5, method="dycoke", variant=variant, k=k)
+    assert sel.budgets.tolist() == [2, 1, 1, 1, 0]
+    assert torch.nonzero(sel.mask()[2]).flatten().tolist() == [0]  # d0
+    # Frame 1 = (d1, d0) against frame 0 in the PAIR step (normalised first): in bf16 normalize(d1)
+    # has norm 1.0078125, so its cosine is 0.99609375 < 1.0 (d0) and d1 is kept; float32 keeps d0.
+    assert torch.nonzero(sel.mask()[1]).flatten().tolist() == ([0] if dtype == torch.bfloat16 else [1])
+
+
+def test_official_equals_vidcom2_qwen_kept_set_at_the_same_k():
+    x = _video(13, 20, seed=7).to(torch.bfloat16)
+    official = vcast.select(x, 0.3, method="dycoke", variant="official", k=0.75)
+    port = vcast.select(x, 0.25, method="dycoke", variant="vidcom2_qwen")  # K = 1 - 0.25
+    assert torch.equal(official.keep, port.keep)
+    # T = 13: pairs up to (10, 11), quads i = 0, 4, 8 -> whole 0, 4, 8; frame 12 dropped.
+    assert official.budgets[-1] == 0 and official.keep.numel() == 3 * 20 + 9 * 5
+
+
+@pytest.mark.parametrize("variant", ["official", "vidcom2_qwen"])
+def test_release_variants_deterministic_and_bad_k(variant):
+    x = _video(10, 30).to(torch.bfloat16)
+    a = vcast.select(x, 0.3, method="dycoke", variant=variant)
+    b = vcast.select(x.clone(), 0.3, method="dycoke", variant=variant)
+    assert torch.equal(a.keep, b.keep)
+    with pytest.raises(ValueError, match="k must"):
+        vcast.select(x, 0.3, method="dycoke", variant=variant, k=1.5)
