@@ -4,11 +4,52 @@ merging (window average + DPC-kNN) and dynamic token pruning by vision-encoder a
 Paper: "HoliTom: Holistic Token Merging for Fast Video Large Language Models" (Shao et al.,
 NeurIPS 2025). Official code: cokeshao/HoliTom @e9b2972, ``holitom/llava_arch.py`` L314-411
 (reference_methods.md section 7.1; LLaVA-OV / LLaVA-Video only). The optional inner-LLM merge
-(section 7.2) is NOT part of this compressor. The VidCom2 ``qwen`` ports for Qwen3-VL (section
-7.3: L2 norm as attention, tokens written to linspace / first-N slots) are NOT followed: here
-every output token keeps an on-grid position of its own source.
+(section 7.2) is NOT part of this compressor (see ``holitom_llm``).
 
-Algorithm on ``frames`` [T, P, D] (all in float32), ``N = T * P``:
+Variants (keyword ``variant``):
+
+* ``"paper"`` (default; everything below this list): our clean reading: float32 whatever the
+  input dtype, an exact budget ``floor(r T P)``, no density noise, on-grid positions of each
+  output's own source. The VidCom2 ``qwen`` ports (L2 norm as attention, linspace / first-N
+  slots) are NOT followed here.
+* ``"official"`` (:mod:`baselines.holitom_official`): the release above, bit for bit on CPU in
+  float32 and bf16: ``phi``, static means, DPC-kNN merges and outputs in the input dtype (the
+  release's dtype arithmetic), its ``round`` / ``ceil`` counts (so about, not exactly,
+  ``r T P`` outputs; ``r'`` saturating keeps only ``N - reduced``), DPC-kNN density noise
+  ``torch.rand * 1e-6`` from ``torch.Generator().manual_seed(seed)`` (the release's draws after
+  ``torch.manual_seed(seed)`` on CPU), its ``topk`` tie order, ``vision_attention`` cast to the
+  input dtype (the release's SigLIP attention is in the model dtype). Output order as the
+  release's LLaVA-OV sequence (``one_token``): per window the static clusters, then per frame its
+  dominant then contextual tokens. ``Selection.keep`` must ascend, so the order is carried by the
+  slots: the static clusters and frame ``s``'s dynamic tokens fill the first slots of the
+  window's first frame ``s``, each later frame's dynamic tokens the first slots of that frame
+  (per-frame budgets are right; a slot is not the token's source position). With LLaVA's compact
+  1-D positions (the adapter's default, as the release's splice) the LLM sees the release's
+  sequence; ``positions="original"`` would number tokens by slot. Not reproduced: LLaVA-Video's
+  ``grid`` newline layout (the HF adapter has one newline per video); with ``dominant_fraction >
+  0`` and a contextual cluster the release raises (its contextual-position ``masked_select``
+  broadcasts wrongly), here the tokens are computed as it intends (equal to the release with
+  that one line fixed). Defaults: ``tau=None`` -> 0.65 for ``r <= 0.10``, else 0.8 (the
+  published scripts; the code's environment default is 0.8), ``beta=0.6``,
+  ``dominant_fraction=0``, ``dpc_k=7``, ``max_window=1024``, ``seed=0``.
+* ``"vidcom2_qwen"`` (:mod:`baselines.holitom_vidcom2_qwen`): the VidCom2 ``qwen``-branch port
+  @a85d485 (``token_compressor/holitom/core.py``, ``holitom.py``; section 7.3, May version),
+  which produced the paper's Qwen3-VL HoliTom rows: the same merge on post-merger tokens with
+  **attention = the token L2 norm** (``vision_attention`` is ignored, may be None), ``phi`` in
+  float32, ``r`` clamped to [0, 1], ``tau`` 0.8 at every ratio, and **its positions**: the K
+  outputs (per window static, then dynamic) are written at ``linspace(0, T*P - 1, K)`` slots,
+  so each output token takes an evenly spaced pseudo-position (MRoPE and deepstack of that
+  slot), as ``Selection.keep`` = those slots and ``Selection.tokens`` = the tokens in order.
+
+Measured agreement, both releases loaded at run time on the same random inputs on CPU (150
+cases per dtype: T in 1..16, P in 4..49, D in 8..64, r in 0.05..1, near-static, identical and
+cut videos, attention ties, tau / beta / K / max_window varied, D in {0, 0.3, 0.5}):
+``official`` fp32 133/133 and bf16 133/133 exact tokens (the 17 more cases per dtype with a
+contextual cluster, where the release raises, equal the release with its position line fixed:
+17/17 each); ``vidcom2_qwen`` fp32 150/150 and bf16 150/150 exact keep and tokens. Command:
+``/work/main/.venv/bin/python /work/scratch/holitom/compare.py`` (outside the project).
+
+Algorithm of ``"paper"`` on ``frames`` [T, P, D] (all in float32), ``N = T * P``:
 
 1. ``phi`` [T-1, P]: cosine of the same position in adjacent frames.
 2. Static windows by dynamic programming: for a window ``[s, e]`` let ``S(s, e)`` be the
@@ -57,7 +98,7 @@ window's FIRST frame (as HoliTom places static tokens on LLaVA-Video). Static an
 locations of a window are disjoint and deficit copies lie in non-first frames, so no two outputs
 share a position. Tokens are returned in float32 ([K, D]).
 
-Deliberate deviations from the official code:
+Deliberate deviations of ``"paper"`` from the official code:
 
 * exact budget ``floor(r T P)`` apportioned over groups (above) instead of per-group
   ``round`` / ``ceil``, and the deficit fill when ``r'`` saturates;
@@ -84,6 +125,7 @@ from vcast.budget import paper_total_budget
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.validation import check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, VIDCOM2_QWEN, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +133,7 @@ TAU_DEFAULT = 0.8
 TAU_LOW_RATIO = 0.65  # the official scripts' tau at r = 0.10
 LOW_RATIO = 0.10
 REMAINDER_DECIMALS = 9
+HOLITOM_VARIANTS = (PAPER, OFFICIAL, VIDCOM2_QWEN)
 
 
 def static_window_benefits(above: torch.Tensor) -> list[list[int]]:
@@ -227,7 +270,7 @@ def check_outer_params(tau: Optional[float], beta: float, dominant_fraction: flo
     return tau, beta, dominant_fraction, dpc_k, max_window
 
 
-@register_method("holitom", inputs=("vision_attention",))
+@register_method("holitom", inputs=("vision_attention",), variants=HOLITOM_VARIANTS)
 def holitom_select(
     frames: torch.Tensor,
     ratio: float,
@@ -237,6 +280,8 @@ def holitom_select(
     dominant_fraction: float = 0.0,
     dpc_k: int = 7,
     max_window: int = 1024,
+    variant: str = PAPER,
+    seed: int = 0,
     vision_attention: Optional[torch.Tensor] = None,
 ) -> Selection:
     """HoliTom's outer-LLM compression (module docstring) of ``frames`` [T, P, D].
@@ -252,17 +297,38 @@ def holitom_select(
             ``c - round(c * (1 - D))`` DPC-kNN clusters. 0 (official): pure attention top-k.
         dpc_k: neighbours of the DPC-kNN density (>= 1).
         max_window: longest static window in frames (>= 1; 1 disables windows).
-        vision_attention: [T, P] attention received per token (required).
+        variant: ``"paper"`` (this file's algorithm), ``"official"`` (the HoliTom release,
+            :mod:`baselines.holitom_official`) or ``"vidcom2_qwen"`` (the VidCom2 Qwen port,
+            :mod:`baselines.holitom_vidcom2_qwen`); see the module docstring.
+        seed: seed of the DPC-kNN density noise of ``"official"`` / ``"vidcom2_qwen"`` (a CPU
+            ``torch.Generator``; the global RNG is not used). Ignored by ``"paper"`` (no noise).
+        vision_attention: [T, P] attention received per token (required, except by
+            ``"vidcom2_qwen"``, which ignores it).
     Returns:
-        Selection with ``keep`` [K], ``budgets`` [T] and ``tokens`` [K, D] float32,
-        ``K = floor(r T P)``.
+        Selection with ``keep`` [K], ``budgets`` [T] and ``tokens`` [K, D]: ``"paper"``: float32,
+        ``K = floor(r T P)``; the other variants: ``frames``' dtype, the release's count.
     """
     num_frames, tokens_per_frame, _ = frames.shape
+    variant = check_variant("holitom", variant, HOLITOM_VARIANTS)
     tau, beta, dominant_fraction, dpc_k, max_window = check_outer_params(tau, beta, dominant_fraction, dpc_k,
                                                                           max_window)
+    seed = check_int("seed", seed, 0)
     device = frames.device
+    if variant == VIDCOM2_QWEN:
+        from baselines.holitom_vidcom2_qwen import (  # imports this module
+            VIDCOM2_QWEN_TAU,
+            vidcom2_qwen_select,
+        )
+
+        return vidcom2_qwen_select(frames, ratio, tau=VIDCOM2_QWEN_TAU if tau is None else tau, beta=beta,
+                                   dominant_fraction=dominant_fraction, dpc_k=dpc_k, max_window=max_window, seed=seed)
     attention = vision_attention_input("holitom", vision_attention, num_frames, tokens_per_frame, device)
     threshold = tau if tau is not None else (TAU_LOW_RATIO if ratio <= LOW_RATIO else TAU_DEFAULT)
+    if variant == OFFICIAL:
+        from baselines.holitom_official import official_select  # imports this module
+
+        return official_select(frames, ratio, attention, tau=threshold, beta=beta,
+                               dominant_fraction=dominant_fraction, dpc_k=dpc_k, max_window=max_window, seed=seed)
 
     x = frames.float()
     unit = torch.nn.functional.normalize(x, dim=-1)

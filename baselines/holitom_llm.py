@@ -6,7 +6,26 @@ registered compressor ``holitom`` (``baselines/holitom.py``, reference_methods.m
 header lists its own deviations); the inner-LLM part (this file) is ``holitom/modeling_qwen2.py``
 L120-225, enabled there by ``HOLITOM_k`` / ``HOLITOM_r`` (reference_methods.md section 7.2).
 
-Inner step, one stage at layer ``K`` (the official ``HOLITOM_k``): after layer ``K - 1`` has run,
+Variants (keyword ``variant``): ``"paper"`` (default; the steps below) and ``"official"``: the
+outer step runs ``holitom`` with ``variant="official"`` (and ``seed``), and the inner step is the
+release's, bit for bit on CPU in float32 and bf16 (:func:`official_inner_choose`): scores = head
+mean **in the model dtype** of the last token's attention cast to it (eager's
+``softmax(float32).to(dtype)``), ``topk(round(N (1 - r_inner)))`` in ``topk``'s order, similarities
+``bmm / (norm * norm)`` in the model dtype (no eps: a zero state gives NaN, as released), each
+non-top token (ascending) to ``torch.max``'s index, then ``h_t <- (h_t + h_j) / 2`` **sequentially
+in the model dtype**, rounding at every step (run by merge round, which rounds identically).
+Measured against the release's merge block (``holitom/modeling_qwen2.py``, exec'd from its own
+lines on the same hidden states and eager attention): fp32 150/150, bf16 150/150 exact kept
+positions and hidden states (``/work/main/.venv/bin/python /work/scratch/holitom/compare.py``).
+Deviations of ``"official"`` kept: the release's visual span includes LLaVA's newline token
+(``N`` counts it, it can be merged away); here ``N`` is the video tokens only and the newline
+always stays (the engine treats it as text); ``round(N (1 - r_inner)) = 0`` makes the release
+fail, here one token stays; the scores come from the engine's attention rows (``scores="rows"``
+recomputes them in float32; ``scores="eager"`` reads the eager weights, as the release) and
+every row / video is handled (the release: batch row 0's one image span). Defaults are those
+of ``"paper"`` (``HOLITOM_k = 18`` scaled, ``r_inner = 0.5``: the scripts).
+
+Inner step (``"paper"``), one stage at layer ``K`` (the official ``HOLITOM_k``): after layer ``K - 1`` has run,
 
 1. the head-mean softmax attention of the **last prompt token** at layer ``K - 1`` ranks the
    ``N`` video tokens present (``queries="last"``, RoPE and causal mask as the model has them);
@@ -46,7 +65,7 @@ Scores: ``scores="rows"`` (default) recomputes the last row next to SDPA / Flash
 (``vcast.models.attention_rows``); ``scores="eager"`` reads it from the eager attention's
 weights, as the official code does (model loaded with ``attn_implementation="eager"``).
 
-Deliberate deviations from the official code:
+Deliberate deviations of ``"paper"`` from the official code:
 
 * the official visual span (``image_token_posi`` / ``image_tokens``) includes the newline
   token(s) LLaVA lays out after the video; here only the video tokens are ranked and merged
@@ -72,15 +91,25 @@ import torch
 from baselines.dpc_knn import top_indices
 from baselines.fastv import last_token_scores
 from baselines.holitom import check_outer_params
-from vcast.models.llm_plan import SCORE_MODES, LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs, layer_scaled
+from vcast.models.llm_plan import (
+    SCORE_MODES,
+    LLMInfo,
+    LLMPlan,
+    LLMStage,
+    StageChoice,
+    StageInputs,
+    layer_scaled,
+)
 from vcast.registry import register_llm_method
 from vcast.validation import check_choice, check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 REFERENCE_LAYERS = 28  # Qwen2-7B (LLaVA-OneVision / LLaVA-Video)
 REFERENCE_LAYER = 18  # HOLITOM_k in the official scripts
 BUDGETS = ("pre_llm", "after_drop", "layer_average")
+HOLITOM_LLM_VARIANTS = (PAPER, OFFICIAL)
 
 
 def inner_keep_count(num_tokens: int, r_inner: float) -> int:
@@ -138,6 +167,61 @@ def inner_choose(inputs: StageInputs, r_inner: float) -> StageChoice:
     return StageChoice(keep=kept, tokens=tokens)
 
 
+def official_merge(hidden: torch.Tensor, top: torch.Tensor, merged: torch.Tensor) -> torch.Tensor:
+    """The release's inner merge, in ``hidden``'s dtype (``variant="official"``).
+
+    Similarities ``bmm(h_j, h_t^T) / (|h_j| |h_t|)`` in the input dtype (no eps), columns in the
+    order of ``top`` (the release's ``topk`` order), each merged row to ``torch.max``'s index; then
+    ``h_t <- (h_t + h_j) / 2`` for the merged rows in the given order, rounding at every step. The
+    loop is run by rank (the m-th merge into every kept row at once), which rounds exactly as it.
+
+    Args:
+        hidden: ``[N, C]`` the video tokens' hidden states entering layer ``K``.
+        top: LongTensor ``[K]`` rows that stay, in ``topk`` order.
+        merged: LongTensor ``[M]`` rows merged into them, ascending (the release's loop order).
+    Returns:
+        ``[K, C]`` in ``hidden``'s dtype: the rows of ``top`` (same order) after every merge.
+    """
+    states = hidden.clone()
+    if merged.numel() == 0:
+        return states.index_select(0, top)
+    others = states.index_select(0, merged)[None]  # [1, M, C]
+    anchors = states.index_select(0, top)[None]  # [1, K, C]
+    dot = torch.bmm(others, anchors.transpose(1, 2))
+    similarity = dot / (torch.norm(others, dim=-1, keepdim=True) * torch.norm(anchors, dim=-1, keepdim=True).transpose(1, 2))
+    target = torch.max(similarity, dim=-1).indices[0]  # [M] into ``top``
+    order = torch.sort(target, stable=True).indices
+    received = torch.bincount(target, minlength=top.numel())
+    starts = torch.cumsum(received, 0) - received
+    rank = torch.empty_like(target)
+    rank[order] = torch.arange(order.numel(), device=target.device) - starts[target[order]]
+    for step in range(int(received.max())):  # loop over merge rounds, not tokens
+        now = rank == step
+        rows, sources = top[target[now]], merged[now]
+        states[rows] = (states[rows] + states[sources]) / 2
+    return states.index_select(0, top)
+
+
+def official_inner_choose(inputs: StageInputs, r_inner: float) -> StageChoice:
+    """The release's inner step on one row (``variant="official"``): scores = the head mean, in the
+    model dtype, of the last token's attention cast to it (eager's ``softmax(float32).to(dtype)``);
+    ``topk(round(N (1 - r_inner)))``; :func:`official_merge`."""
+    count = inputs.visual.numel()
+    keep_count = inner_keep_count(count, r_inner)
+    if keep_count >= count:
+        return StageChoice(keep=torch.arange(count, device=inputs.visual.device))
+    probabilities = inputs.attention.to(inputs.hidden.dtype)  # [H, R, S]
+    scores = torch.mean(probabilities, dim=0)[-1].index_select(0, inputs.visual)
+    top = scores.topk(keep_count).indices  # the release's order: by score, its tie order
+    rest = torch.ones(count, dtype=torch.bool, device=top.device)
+    rest[top] = False
+    merged = rest.nonzero().squeeze(1)
+    tokens = official_merge(inputs.hidden.index_select(0, inputs.visual), top, merged)
+    order = torch.sort(top).indices  # hand the kept rows back in sequence order
+    logger.debug("holitom_llm[official]: layer %d keeps %d of %d video tokens", inputs.layer, keep_count, count)
+    return StageChoice(keep=top[order], tokens=tokens[order])
+
+
 def outer_ratio(ratio: float, budget: str, layer: int, num_layers: int, r_inner: float) -> float:
     """The ratio of the outer (pre-LLM) step for the retention ratio ``ratio`` under ``budget``."""
     if budget == "pre_llm":
@@ -152,11 +236,11 @@ def outer_ratio(ratio: float, budget: str, layer: int, num_layers: int, r_inner:
     return min(outer, 1.0)
 
 
-@register_llm_method("holitom_llm", inputs=("vision_attention",))
+@register_llm_method("holitom_llm", inputs=("vision_attention",), variants=HOLITOM_LLM_VARIANTS)
 def holitom_llm_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None, r_inner: float = 0.5,
                      budget: str = "pre_llm", scores: str = "rows", tau: Optional[float] = None,
                      beta: float = 0.6, dominant_fraction: float = 0.0, dpc_k: int = 7,
-                     max_window: int = 1024) -> LLMPlan:
+                     max_window: int = 1024, variant: str = PAPER, seed: int = 0) -> LLMPlan:
     """HoliTom's outer merge (``holitom``) before the LLM, its inner merge before ``layer``; see
     the module docstring.
 
@@ -167,7 +251,11 @@ def holitom_llm_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
         budget: ``"pre_llm"``, ``"after_drop"`` or ``"layer_average"``.
         scores: ``"rows"`` or ``"eager"``.
         tau, beta, dominant_fraction, dpc_k, max_window: the outer step's (``holitom``).
+        variant: ``"paper"`` or ``"official"`` (both steps as released; module docstring).
+        seed: the outer step's DPC-kNN noise seed (``"official"`` only).
     """
+    variant = check_variant("holitom_llm", variant, HOLITOM_LLM_VARIANTS)
+    seed = check_int("seed", seed, 0)
     if layer is None:
         layer = layer_scaled(REFERENCE_LAYER, REFERENCE_LAYERS, llm.num_layers)
     layer = check_int("layer", layer, 1, llm.num_layers - 1)
@@ -179,12 +267,15 @@ def holitom_llm_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None,
     # The outer step's own checks, at plan time (attach also dry-runs it).
     tau, beta, dominant_fraction, dpc_k, max_window = check_outer_params(tau, beta, dominant_fraction, dpc_k,
                                                                           max_window)
+    choose = official_inner_choose if variant == OFFICIAL else inner_choose
     stage = LLMStage(layer=layer, queries="last", score_layer=layer - 1,
-                     choose=lambda inputs: inner_choose(inputs, r_inner))
+                     choose=lambda inputs: choose(inputs, r_inner))
+    pre_params = {"tau": tau, "beta": beta, "dominant_fraction": dominant_fraction, "dpc_k": dpc_k,
+                  "max_window": max_window}
+    if variant == OFFICIAL:
+        pre_params.update(variant=OFFICIAL, seed=seed)
     return LLMPlan(
         stages=(stage,), pre_method="holitom",
         pre_ratio=outer_ratio(ratio, budget, layer, llm.num_layers, r_inner),
-        pre_params={"tau": tau, "beta": beta, "dominant_fraction": dominant_fraction, "dpc_k": dpc_k,
-                    "max_window": max_window},
-        positions="original", scores=scores,
+        pre_params=pre_params, positions="original", scores=scores,
     )

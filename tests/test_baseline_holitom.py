@@ -306,3 +306,198 @@ def test_missing_or_misshaped_attention():
         _select(video, 0.5, torch.rand(3, 5))
     with pytest.raises(ValueError, match="vision_attention"):
         _select(video, 0.5, torch.ones(3, 4, dtype=torch.long))
+
+
+# Variants: "official" (the HoliTom release) and "vidcom2_qwen" (the VidCom2 Qwen port) ----------
+def _variant(frames: torch.Tensor, ratio: float, variant: str, attention: torch.Tensor | None = None,
+             **params) -> vcast.Selection:
+    return vcast.select(frames, ratio, method="holitom", variant=variant, vision_attention=attention, **params)
+
+
+def _three_static_points() -> tuple[torch.Tensor, torch.Tensor]:
+    """T=2, P=4, D=2: positions 0-2 identical in both frames at (1,0), (2,0), (4,0) (static); position 3
+    is (0,1) then (0,-1) (dynamic). Window [0,1], reduced 3, r=0.25 -> r' = 0.25 / (5/8) = 0.4:
+    round(3 * 0.4) = 1 static cluster, ceil(1 * 0.4) = 1 dynamic token per frame."""
+    frame = torch.tensor([[1.0, 0.0], [2.0, 0.0], [4.0, 0.0], [0.0, 1.0]])
+    video = torch.stack([frame, frame.clone()])
+    video[1, 3] = torch.tensor([0.0, -1.0])
+    return video, torch.rand(2, 4, generator=torch.Generator().manual_seed(3))
+
+
+def test_variants_registered_and_unknown_refused():
+    from vcast.registry import method_variants
+
+    assert method_variants("holitom") == ("paper", "official", "vidcom2_qwen")
+    video, attention = _three_static_points()
+    with pytest.raises(ValueError, match="'clean'"):
+        _variant(video, 0.25, "clean", attention)
+
+
+@pytest.mark.parametrize("seed,expected_static", [(0, 2.2), (1, 1.8), (2, 1.8), (3, 3.0)])
+def test_official_static_merge_known_answer_and_noise_seed(seed, expected_static):
+    """With k = min(7, 1) = 1 every density is exp(0) = 1, plus the release's ``rand * 1e-6`` noise
+    (float32: 1 + 1e-6 u has only a few levels). ``rand(1, 3)`` after ``manual_seed(seed)``:
+    seed 0 -> densities 1 + [4.8, 7.2, 1.2]e-7: (2,0) densest, delta 3/sqrt2 (the largest), centre
+    (2,0): 0.6 (2,0) + 0.4 mean((1,0),(4,0)) = (2.2, 0). seed 1 -> [7.2, 2.4, 3.6]e-7: (1,0) densest;
+    (4,0) also has delta 3/sqrt2 (its only denser point is (1,0)) but a lower density: centre (1,0),
+    (1.8, 0). seed 2 -> [6.0, 3.6, 6.0]e-7: (1,0) and (4,0) tie in float32, neither is denser, both
+    deltas are the maximum: equal scores, ``topk`` takes the first: (1.8, 0). seed 3 -> [0, 1.2,
+    2.4]e-7: centre (4,0): 0.6 (4,0) + 0.4 (1.5, 0) = (3.0, 0)."""
+    video, attention = _three_static_points()
+    state = torch.get_rng_state()
+    sel = _variant(video, 0.25, "official", attention, seed=seed)
+    assert torch.equal(torch.get_rng_state(), state)  # the global RNG is not used
+    # Output order [static, frame 0 dynamic, frame 1 dynamic]: slots 0, 1 of frame 0 and slot 0 of frame 1.
+    assert sel.keep.tolist() == [0, 1, 4] and sel.budgets.tolist() == [2, 1]
+    expected = torch.tensor([[expected_static, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    torch.testing.assert_close(sel.tokens, expected)
+    again = _variant(video, 0.25, "official", attention, seed=seed)
+    assert torch.equal(again.tokens, sel.tokens) and torch.equal(again.keep, sel.keep)
+
+
+def test_official_counts_use_round_half_even_and_ceil():
+    """T=2, P=10, positions 0-4 static: reduced 5, r=0.375 -> r' = 0.375 / 0.75 = 0.5: static
+    round(2.5) = 2 (half to even) clusters, dynamic ceil(2.5) = 3 per frame: 8 outputs (paper: 7)."""
+    video = _random_video(2, 10, dim=8, seed=11)
+    video[1, :5] = video[0, :5]
+    attention = _attention(2, 10, seed=12)
+    sel = _variant(video, 0.375, "official", attention)
+    assert sel.keep.tolist() == [0, 1, 2, 3, 4, 10, 11, 12] and sel.budgets.tolist() == [5, 3]
+    # Frame 1's dynamic tokens: its 3 highest-attention dynamic positions, in index order.
+    top = torch.sort(torch.topk(attention[1, 5:], 3).indices).values + 5
+    assert torch.equal(sel.tokens[5:], video[1, top])
+    assert _select(video, 0.375, attention).keep.numel() == 7
+
+
+def test_official_multi_window_order_and_single_frames():
+    """T=4, P=4: frames 0-1 share positions 0-1 (a window), frames 2 and 3 unrelated (single frames).
+    r=0.5: reduced 2, r' = 0.5 / (14/16) = 4/7: static round(8/7) = 1, dynamic ceil(8/7) = 2 in
+    frames 0-1, ceil(16/7) = 3 in frames 2, 3. Frames 2, 3 keep their top-3 attention tokens."""
+    video = _random_video(4, 4, dim=8, seed=21)
+    video[1, :2] = video[0, :2]
+    attention = _attention(4, 4, seed=22)
+    sel = _variant(video, 0.5, "official", attention, tau=0.8)
+    assert sel.budgets.tolist() == [3, 2, 3, 3]
+    assert sel.keep.tolist() == [0, 1, 2, 4, 5, 8, 9, 10, 12, 13, 14]
+    for frame, rows in ((2, slice(5, 8)), (3, slice(8, 11))):
+        top = torch.sort(torch.topk(attention[frame], 3).indices).values
+        assert torch.equal(sel.tokens[rows], video[frame, top])
+    for frame, rows in ((0, slice(1, 3)), (1, slice(3, 5))):
+        top = torch.sort(torch.topk(attention[frame, 2:], 2).indices).values + 2
+        assert torch.equal(sel.tokens[rows], video[frame, top])
+
+
+def test_official_bf16_static_mean_rounds_in_bf16():
+    """Static position 0: (1, 0) then (1 + 2^-7, 0). Window mean: float32 1.00390625; in bf16 that
+    is a tie between 1 and 1.0078125 -> 1.0 (even). The official variant averages in the input
+    dtype; paper gives the float32 mean for both dtypes."""
+    video = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0078125, 0.0], [0.0, -1.0]]])
+    attention = torch.tensor([[0.2, 0.7], [0.6, 0.3]])
+    # r=0.5: reduced 1, r' = 2/3: one static cluster (the mean itself), one dynamic token per frame.
+    full = _variant(video, 0.5, "official", attention)
+    half = _variant(video.bfloat16(), 0.5, "official", attention)
+    assert full.tokens.dtype == torch.float32 and half.tokens.dtype == torch.bfloat16
+    assert full.keep.tolist() == half.keep.tolist() == [0, 1, 2]
+    assert full.tokens[0].tolist() == [1.00390625, 0.0] and half.tokens[0].tolist() == [1.0, 0.0]
+    paper = [_select(v, 0.5, attention).tokens for v in (video, video.bfloat16())]
+    assert torch.equal(paper[0], paper[1]) and paper[0].dtype == torch.float32
+
+
+def test_official_bf16_phi_changes_the_windows():
+    """Position 0: (1, 0) then (1, 0.74609375): cos 0.8015 > tau = 0.8 in float32, but in bf16
+    the cosine rounds to 0.80078125 and tau to bf16(0.8) = 0.80078125: not static. float32: one
+    window (static mean + one dynamic token per frame, 3 outputs); bf16: two single frames with
+    ceil(2 * 0.5) = 1 top-attention token each. Paper (float32 phi) is the same for both dtypes."""
+    video = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.74609375], [0.0, -1.0]]])
+    attention = torch.tensor([[0.1, 0.9], [0.8, 0.2]])
+    full = _variant(video, 0.5, "official", attention, tau=0.8)
+    half = _variant(video.bfloat16(), 0.5, "official", attention, tau=0.8)
+    assert full.keep.tolist() == [0, 1, 2] and full.tokens.tolist() == [[1.0, 0.373046875], [0.0, 1.0], [0.0, -1.0]]
+    assert half.keep.tolist() == [0, 2] and half.tokens.float().tolist() == [[0.0, 1.0], [1.0, 0.74609375]]
+    paper = [_select(v, 0.5, attention, tau=0.8) for v in (video, video.bfloat16())]
+    assert torch.equal(paper[0].keep, paper[1].keep) and torch.equal(paper[0].tokens, paper[1].tokens)
+    # The Qwen port computes phi in float32: a window in both dtypes, at linspace slots.
+    for v in (video, video.bfloat16()):
+        assert _variant(v, 0.5, "vidcom2_qwen").keep.tolist() == [0, 1, 3]
+
+
+def test_official_tau_default_depends_on_ratio_and_vidcom2_qwen_does_not():
+    """phi = 0.7 everywhere: static under tau 0.65 (the release's scripts at r <= 0.10), not under 0.8."""
+    angle = math.acos(0.7)
+    frames = [torch.tensor([[math.cos(k * angle), math.sin(k * angle)]] * 4) for k in range(3)]
+    video = torch.stack(frames)  # [3, 4, 2]: each frame rotated by acos(0.7) from the previous
+    attention = _attention(3, 4, seed=31)
+    low = _variant(video, 0.10, "official", attention)
+    assert low.keep.numel() == 1  # one window of 3 frames, 4 static positions: round(4 * 0.3) = 1
+    assert _variant(video, 0.10, "official", attention, tau=0.8).keep.numel() == 3  # ceil(4 * 0.1) per frame
+    assert _variant(video, 0.10, "vidcom2_qwen").keep.numel() == 3  # tau 0.8 at every ratio
+
+
+def test_vidcom2_qwen_linspace_slots_and_l2_norm_attention():
+    """T=1, P=8, r=0.25: ceil(8 * 0.25) = 2 tokens of largest L2 norm (index order), written at
+    linspace(0, 7, 2) = [0, 7]; vision_attention is ignored."""
+    norms = torch.tensor([1.0, 5.0, 2.0, 1.5, 1.0, 4.0, 1.0, 0.5])
+    video = (norms[:, None] * torch.tensor([0.6, 0.8]))[None]
+    for attention in (None, torch.arange(8.0)[None]):
+        sel = _variant(video, 0.25, "vidcom2_qwen", attention)
+        assert sel.keep.tolist() == [0, 7] and sel.budgets.tolist() == [2]
+        assert torch.equal(sel.tokens, video[0, [1, 5]])
+    # Official on the same frame ranks by vision_attention and packs the first slots.
+    official = _variant(video, 0.25, "official", torch.arange(8.0)[None])
+    assert official.keep.tolist() == [0, 1] and torch.equal(official.tokens, video[0, [6, 7]])
+
+
+def test_vidcom2_qwen_static_first_then_dynamic_at_linspace_slots():
+    """The known-answer video of the static-merge test through the port: the 3 outputs [static,
+    frame 0 dynamic, frame 1 dynamic] go to linspace(0, 7, 3) = [0, 3, 7] (bf16 in, bf16 out)."""
+    video, _ = _three_static_points()
+    for dtype in (torch.float32, torch.bfloat16):
+        sel = _variant(video.to(dtype), 0.25, "vidcom2_qwen", seed=0)
+        assert sel.keep.tolist() == [0, 3, 7] and sel.budgets.tolist() == [2, 1]
+        assert sel.tokens.dtype == dtype
+        # seed 0: the noise makes (2, 0) the densest: 0.6 (2,0) + 0.4 (2.5, 0) = (2.2, 0).
+        torch.testing.assert_close(sel.tokens.float(), torch.tensor([[2.2, 0.0], [0.0, 1.0], [0.0, -1.0]]),
+                                   atol=1e-2 if dtype == torch.bfloat16 else 1e-6, rtol=0)
+    many = _variant(_random_video(6, 10, seed=41), 0.3, "vidcom2_qwen")
+    expected = torch.linspace(0, 59, many.keep.numel()).long()
+    assert torch.equal(many.keep, expected) and many.keep.numel() == 18  # ceil(10 * 0.3) per frame
+
+
+def test_official_variants_deterministic_and_seeded():
+    video = _random_video(6, 16, seed=51)
+    video[:, :8] = video[0, :8] + 0.01 * _random_video(6, 8, seed=52)
+    attention = _attention(6, 16, seed=53)
+    for variant in ("official", "vidcom2_qwen"):
+        first = _variant(video, 0.3, variant, attention, seed=3)
+        second = _variant(video, 0.3, variant, attention, seed=3)
+        assert torch.equal(first.keep, second.keep) and torch.equal(first.tokens, second.tokens)
+    with pytest.raises(ValueError, match="seed"):
+        _variant(video, 0.3, "official", attention, seed=-1)
+
+
+def test_official_bf16_beta_merge_rounds_each_operation():
+    """Static tokens (1.0078125, 0) and (1.03125, 0) in both frames, one cluster (r=0.25: r' = 0.375,
+    round(2 * 0.375) = 1); seed 0 makes the second the centre. bf16, as released:
+    bf16(0.6 * 1.03125) = 0.6171875, bf16(0.4 * 1.0078125) = 0.40234375, sum 1.01953125 -> a tie,
+    rounded to even 1.015625. float32: 1.021875 (its bf16 would be 1.0234375)."""
+    frame = torch.tensor([[1.0078125, 0.0], [1.03125, 0.0], [0.0, 1.0]])
+    video = torch.stack([frame, frame.clone()])
+    video[1, 2] = torch.tensor([0.0, -1.0])
+    attention = torch.rand(2, 3, generator=torch.Generator().manual_seed(3))
+    half = _variant(video.bfloat16(), 0.25, "official", attention, seed=0)
+    full = _variant(video, 0.25, "official", attention, seed=0)
+    assert half.keep.tolist() == full.keep.tolist() == [0, 1, 3]
+    assert half.tokens[0].float().tolist() == [1.015625, 0.0]
+    torch.testing.assert_close(full.tokens[0], torch.tensor([1.021875, 0.0]))
+    quirk = _variant(video.bfloat16(), 0.25, "vidcom2_qwen", seed=0)
+    assert quirk.tokens[0].float().tolist() == [1.015625, 0.0]  # the port merges in bf16 too
+
+
+def test_official_dominant_fraction_orders_dominant_then_contextual():
+    """T=1, P=4, r=1, D=0.5: ceil(4) = 4 outputs, round(4 * 0.5) = 2 dominant by attention (index
+    order), then 2 contextual clusters of the other 2 tokens (each its own centre, index order)."""
+    video = _random_video(1, 4, dim=6, seed=61)
+    attention = torch.tensor([[0.1, 0.9, 0.2, 0.8]])
+    sel = _variant(video, 1.0, "official", attention, dominant_fraction=0.5)
+    assert sel.keep.tolist() == [0, 1, 2, 3]
+    assert torch.equal(sel.tokens, video[0, [1, 3, 0, 2]])

@@ -193,3 +193,84 @@ def test_outer_step_then_inner_count() -> None:
     assert sel.keep.numel() == 32
     choice = plan.stages[0].choose(stage_inputs(sel.tokens, torch.rand(32)))
     assert choice.keep.numel() == 16 and choice.tokens.shape == (16, 12)
+
+
+# variant="official": the release's inner merge in the model dtype ------------------------------
+def test_variants_registered_and_plan_runs_the_official_outer_step() -> None:
+    from vcast.registry import method_variants
+
+    assert method_variants(METHOD) == ("paper", "official")
+    plan = plan_for(0.25, variant="official", seed=5)
+    assert plan.pre_method == "holitom"
+    assert plan.pre_params == {"tau": None, "beta": 0.6, "dominant_fraction": 0.0, "dpc_k": 7, "max_window": 1024,
+                               "variant": "official", "seed": 5}
+    with pytest.raises(ValueError, match="vidcom2_qwen"):
+        plan_for(0.25, variant="vidcom2_qwen")
+    with pytest.raises(ValueError, match="seed"):
+        plan_for(0.25, variant="official", seed=-2)
+
+
+def test_official_merge_order_is_the_sequence_order() -> None:
+    """One kept token t = (8, 0) then j1 = (4, 0), j2 = (2, 0) (all cos 1): (8+4)/2 = 6, (6+2)/2 = 4
+    (j2 first would give 4.5)."""
+    hidden = torch.tensor([[8.0, 0.0], [4.0, 0.0], [2.0, 0.0]])
+    choice = plan_for(0.25, r_inner=0.7, variant="official").stages[0].choose(
+        stage_inputs(hidden, torch.tensor([0.6, 0.2, 0.1])))
+    assert choice.keep.tolist() == [0]  # round(3 * 0.3) = 1
+    assert choice.tokens.tolist() == [[4.0, 0.0]]
+
+
+def test_official_bf16_rounds_at_every_step() -> None:
+    """t = (1, 0), j1 = j2 = (1 + 2^-7, 0). bf16 loop: 1 + 1.0078125 = 2.0078125 is a tie between
+    2 and 2.015625 -> 2 (even), / 2 = 1; again 1. float32: 1.00390625, then 1.005859375; the
+    paper closed form gives 1.005859375 for bf16 input too (float32 out)."""
+    hidden = torch.tensor([[1.0, 0.0], [1.0078125, 0.0], [1.0078125, 0.0]])
+    scores = torch.tensor([0.6, 0.2, 0.1])
+    official = plan_for(0.25, r_inner=0.7, variant="official").stages[0]
+    low = official.choose(stage_inputs(hidden.bfloat16(), scores))
+    high = official.choose(stage_inputs(hidden, scores))
+    assert low.tokens.dtype == torch.bfloat16 and low.tokens.float().tolist() == [[1.0, 0.0]]
+    assert high.tokens.dtype == torch.float32 and high.tokens.tolist() == [[1.005859375, 0.0]]
+    paper = plan_for(0.25, r_inner=0.7).stages[0].choose(stage_inputs(hidden.bfloat16(), scores))
+    assert paper.tokens.tolist() == [[1.005859375, 0.0]]
+
+
+def test_official_similarity_ties_go_to_the_higher_attention_kept_token() -> None:
+    """Kept (1, 0) (score 0.3) and (2, 0) (score 0.6); j = (3, 0) is equally similar to both. The
+    release's columns are in ``topk`` order, so j joins (2, 0): (2.5, 0). Paper: the earlier one."""
+    hidden = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+    scores = torch.tensor([0.3, 0.6, 0.1])
+    official = plan_for(0.25, r_inner=0.4, variant="official").stages[0].choose(stage_inputs(hidden, scores))
+    assert official.keep.tolist() == [0, 1]  # round(3 * 0.6) = 2
+    assert official.tokens.tolist() == [[1.0, 0.0], [2.5, 0.0]]
+    paper = plan_for(0.25, r_inner=0.4).stages[0].choose(stage_inputs(hidden, scores))
+    assert paper.tokens.tolist() == [[2.0, 0.0], [2.0, 0.0]]
+
+
+def test_official_matches_the_literal_loop_on_random_states() -> None:
+    """Our merge rounds (all m-th merges at once) against a literal per-token loop, in bf16."""
+    from baselines.holitom_llm import official_merge
+
+    generator = torch.Generator().manual_seed(6)
+    hidden = torch.randn(120, 8, generator=generator).bfloat16()
+    top = torch.randperm(120, generator=generator)[:10]
+    rest = torch.ones(120, dtype=torch.bool)
+    rest[top] = False
+    merged = rest.nonzero().squeeze(1)
+    out = official_merge(hidden, top, merged)
+    h = hidden.clone()
+    similarity = torch.bmm(h[merged][None], h[top][None].transpose(1, 2)) / (
+        torch.norm(h[merged][None], dim=-1, keepdim=True) * torch.norm(h[top][None], dim=-1, keepdim=True).transpose(1, 2))
+    for j, t in zip(merged.tolist(), torch.max(similarity, dim=-1).indices[0].tolist()):
+        h[top[t]] = (h[top[t]] + h[j]) / 2
+    assert out.dtype == torch.bfloat16 and torch.equal(out, h[top])
+
+
+def test_official_no_merge_and_at_least_one() -> None:
+    hidden = torch.randn(4, 3)
+    official = plan_for(0.25, r_inner=0.0, variant="official").stages[0]
+    choice = official.choose(stage_inputs(hidden, torch.rand(4)))
+    assert choice.keep.tolist() == [0, 1, 2, 3] and choice.tokens is None
+    # round(1 * 0.5) = 0 would make the release fail; one token stays.
+    choice = plan_for(0.25, variant="official").stages[0].choose(stage_inputs(hidden[:1], torch.rand(1)))
+    assert choice.keep.tolist() == [0] and choice.tokens is None

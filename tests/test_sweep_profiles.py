@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("hydra")
 
-from vcast.registry import method_variants  # noqa: E402
+from vcast.models.attach import _check_param_values  # noqa: E402
+from vcast.registry import is_llm_method, method_variants  # noqa: E402
 from vcast.sweep.profiles import resolve_variant  # noqa: E402
 from vcast.sweep.spec import preflight, spec_from_config  # noqa: E402
 
@@ -52,6 +53,13 @@ def test_reproduction_cell_runs_the_named_variant_and_clean_its_own_cell() -> No
     assert reproduce.as_dict()["variant"] == "official"  # cell.json records it (spec is written whole)
 
 
+def test_reproduce_params_apply_to_the_reproduction_only() -> None:
+    reproduce = spec_from_config(_compose(["experiment=llava_ov", "method=visionzip"]), "llava_ov")
+    clean = spec_from_config(_compose(["experiment=llava_ov", "method=visionzip", "profile=clean"]), "llava_ov")
+    assert reproduce.method_params == {"variant": "official", "spatial_tokens": 50}
+    assert clean.method_params == {"variant": "paper"}
+
+
 def test_single_variant_methods_take_no_variant_parameter() -> None:
     spec = spec_from_config(_compose(["experiment=efficiency", "method=random"]), "efficiency")
     assert spec.variant == "paper" and "variant" not in spec.method_params
@@ -78,6 +86,8 @@ def test_every_experiment_cell_has_its_variant(experiment: str, profile: str) ->
         spec = spec_from_config(_compose([f"experiment={experiment}", f"method={method}", f"profile={profile}"]),
                                 experiment)
         assert preflight(spec) is None, preflight(spec)
+        if not is_llm_method(spec.method_id):  # the values too, as attach checks them
+            _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
         expected = "paper" if profile == "clean" else named.get(method, "paper")
         assert spec.variant == expected
         assert spec.variant in method_variants(spec.method_id)

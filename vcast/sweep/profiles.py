@@ -8,6 +8,10 @@
   ``<results_root>/<experiment>-clean/`` so the two never share a cell; ``python -m vcast.report
   build <target> --profile clean`` builds its table and ``--compare clean`` puts both side by side.
 
+``reproduce_params:`` (method config -> params) adds the settings a reproduction variant needs for
+that table (e.g. VisionZip's ``spatial_tokens: 50``, HoliTom's script value at r = 0.25), under
+``reproduce`` only.
+
 A method config may pin a variant in its params (``params: {variant: official}``); the pin wins
 under ``reproduce`` and is refused under ``clean`` unless it is ``paper``.
 """

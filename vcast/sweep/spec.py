@@ -44,6 +44,9 @@ def spec_from_config(cfg: DictConfig, experiment: str) -> CellSpec:
     params = _container(method.get("params"))
     profile = str(cfg.get("profile", REPRODUCE))
     variant = resolve_variant(profile, method.name, params.pop("variant", None), _container(cfg.get("variants")))
+    if profile == REPRODUCE:
+        # The reproduction variant's own settings for this table (e.g. HoliTom's SPATIAL_TOKENS=50).
+        params.update(_container(cfg.get("reproduce_params")).get(method.name) or {})
     if variant != PAPER or len(_variants_of(method.id)) > 1:
         params["variant"] = variant  # methods with one variant take no such parameter
     return CellSpec(
