@@ -1,38 +1,97 @@
-"""FastV: prune visual tokens once inside the LLM by the last token's attention.
+"""FastV: prune visual tokens once inside the LLM by the attention they receive.
 
 Paper: "An Image is Worth 1/2 Tokens After Layer 2: Plug-and-Play Inference Acceleration for
-Large Vision-Language Models" (Chen et al., ECCV 2024).
-Official code followed: pkunlp-icler/FastV@d165972, the HF-LLaVA path with its "static KV-cache
-pruning" (inllm_methods.md section 3): layers ``0..K-1`` see every token; the head-mean
+Large Vision-Language Models" (Chen et al., ECCV 2024). Three variants (``variant=``):
+
+``"paper"`` (default). Follows pkunlp-icler/FastV@d165972, the HF-LLaVA path with its "static
+KV-cache pruning" (inllm_methods.md section 3): layers ``0..K-1`` see every token; the head-mean
 attention row of the **last prompt token** at layer ``K - 1`` ranks the video tokens; the top
-``round(N * keep)`` stay for layers ``K..L-1``, at their original positions (gaps stay); the
-KV cache of layers ``< K`` keeps everything; decode steps do not prune.
+``round(N * keep)`` (halves rounded up, at least 1) stay for layers ``K..L-1``, at their original
+positions (gaps stay); the KV cache of layers ``< K`` keeps everything; decode steps do not
+prune. Scores in float32 whatever the model's dtype (bf16 and float32 models rank alike); ties
+go to the lower index.
 
-Defaults: ``layer = 2`` (the paper's K = 2, on every model depth; ``min(2, L - 1)`` on a
-test model of fewer than 3 layers). ``budget="after_drop"``:
-the retention ratio ``r`` is the share kept after the drop (FastV's ``1 - R``); the tokens
-then seen per layer average ``rho = (K + (L - K) r) / L`` (30.4% at r = 0.25 on 28 layers),
-which the stats report next to ``r``. ``budget="layer_average"`` instead solves
-``keep = (r L - K) / (L - K)`` so that ``rho = r`` (19.2% kept on 28 layers at r = 0.25).
+``"official"``: the same release, bit for bit in its arithmetic (llava-hf
+``modeling_llama.py`` L1041-1050): the count is Python's ``round(N * (1 - R))`` (halves to even:
+2,501 of N = 1..20,000 differ by one from ``paper`` at keep 0.25; no minimum, so ``round`` may
+keep 0), with FastV's pruned share ``R = 1 - keep``; the scores are the head mean (``mean`` over
+heads **in the model's dtype**) of the eager attention weights of layer ``K - 1``, which HF's
+eager kernel yields as a float32 softmax rounded to the model's dtype (``LLMPlan.score_dtype =
+"model"``; the logits scaled by multiplying with ``scaling`` as the installed transformers'
+eager kernel does; the FastV fork's LLaMA divides by ``sqrt(head_dim)``: the same bf16 logits,
+a last-bit difference now and then in float32); the ``topk(count)`` tie order. Measured against
+the release's own ranking lines (exec'd at run time from the extracted file) on the eager
+weights of random Qwen2 / Qwen3-VL layers, 120 cases per dtype (T, N, ratios, exact halves,
+near-static tokens, GQA or not; scratch ``fastv/compare.py``): kept sets fp32 120/120 and bf16
+120/120 exact, with ``scores="rows"`` and with ``scores="eager"``; ``paper`` on the same cases
+100/120 (fp32: the 20 halves) and 93/120 (bf16). Our rows equal the eager bf16 weights bit for
+bit on CPU; in float32 the one-row product differs from the kernel's ``S x S`` one in the last
+bits (0/120 bit-equal rows, kept sets still 120/120); on a GPU the one-row bf16 GEMM may round
+differently too (not measured, :mod:`vcast.models.attention_rows`). ``scores="eager"`` reads the
+kernel's weights (model loaded with ``attn_implementation="eager"``) and is exact on any device.
 
-Scores: ``scores="rows"`` (default) recomputes just that row next to SDPA / FlashAttention
-(``vcast.models.attention_rows``); ``scores="eager"`` reads it from the eager attention's
-weights, as the official code does (model loaded with ``attn_implementation="eager"``).
+``"vidcom2_qwen"``: the VidCom2 ``qwen``-branch port used for the paper's Qwen3-VL FastV row
+(commit e19a4bd, ``token_compressor/fastv/models/qwen3_vl.py`` L117-427, ``fastv.py``;
+reference_methods.md section 9.1). ``FASTV_K = 2`` means the port runs layer 2 with its weights
+and prunes *after* it: the drop is before layer ``K + 1 = 3`` (``layer=3``; ``min(3, L - 1)``
+on a tiny model), so three layers see everything. Scores: the eager weights of layer 2
+(``[H, S, S]``, every query row), head mean then the mean over **all query rows** (a column mean
+of the causal attention), both in the model's dtype; keep ``max(1, int(N_v * keep))`` by
+``topk(largest=True)``; kept tokens stay at their original positions (MRoPE ids, cos/sin,
+``cache_position`` sliced: what our engine does). The ranking (column mean, count, ``topk``)
+measured like ``official`` against the port's lines exec'd at run time: fp32 120/120, bf16
+120/120 exact with ``scores="rows"`` and ``"eager"``. The port's whole forward was not run (it
+needs transformers 4.57.1; ours has 5.23): the two bugs below are reproduced from reading it.
+Its bugs, each decided:
 
-Deviations: the official code hard-codes batch row 0 and one image span; here every batch row
-and every video of a row are ranked together per row. Ties go to the lower index.
+- DeepStack features added *before* layers 0..2 instead of after them: **reproduced**
+  (``LLMPlan.deepstack = "before"``; it changes every hidden state of a Qwen3-VL prompt with a
+  video and costs nothing);
+- the eager causal mask rebuilt after the drop from the kept tokens' original positions, so
+  the token in slot ``i`` sees the kept slots ``j <= p_i`` (question tokens see up to
+  "dropped tokens before them" later tokens; traced through transformers 4.57.1's
+  ``create_causal_mask``): **reproduced** (``LLMPlan.post_drop_causal = "original_positions"``:
+  one ``S' x S'`` mask per prefill; not expressible with FlashAttention, which is refused);
+- the KV pruning of layers 0..K (``_prune_kv_cache``) is a no-op on transformers >= 4.57
+  (no ``key_cache``): not pruning them is what we do anyway;
+- a batch of more than one row is not compressed at all there: **not reproduced** (every row
+  is pruned here; the harness runs Qwen3-VL at batch 1, where this never arises);
+- no compression when the port's layer-K attention is None (any kernel but eager): not
+  reproduced; ``scores="rows"`` computes the same rows next to SDPA (``[H, S, S]`` in the
+  model's dtype: memory ``H S^2``, the eager kernel's own), ``scores="eager"`` reads them.
+The port runs every layer with the eager kernel; a model loaded with SDPA differs from it by the
+kernels' own bf16 rounding (not a method effect).
+
+Defaults: ``layer = 2`` (``paper`` / ``official``: the paper's K = 2 on every depth; ``min(2, L -
+1)`` on a test model of fewer than 3 layers), ``layer = 3`` (``vidcom2_qwen``). ``budget =
+"after_drop"``: the ratio ``r`` is the share kept after the drop (FastV's ``1 - R``, the port's
+``R_RATIO``); the tokens then seen per layer average ``rho = (K + (L - K) r) / L`` (30.4% at r =
+0.25 on 28 layers), which the stats report next to ``r``. ``budget="layer_average"`` instead
+solves ``keep = (r L - K) / (L - K)`` so that ``rho = r`` (19.2% kept on 28 layers at r = 0.25).
+``scores="rows"`` (default) recomputes the rows next to SDPA / FlashAttention
+(:mod:`vcast.models.attention_rows`); ``scores="eager"`` reads the eager attention's weights.
+
+Deviations (all variants): the official code hard-codes batch row 0 and one image span; here
+every batch row and every video of a row are ranked together per row.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Optional
+
+import torch
+
 from baselines.dpc_knn import top_indices
 from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs
 from vcast.registry import register_llm_method
 from vcast.validation import check_choice, check_int
+from vcast.variants import OFFICIAL, PAPER, VIDCOM2_QWEN, check_variant
 
 BUDGETS = ("after_drop", "layer_average")
+VARIANTS = (PAPER, OFFICIAL, VIDCOM2_QWEN)
+FASTV_K = 2  # the layer whose attention ranks the tokens (paper, official: the drop is before K)
+VIDCOM2_FASTV_K = 2  # the port's FASTV_K: it prunes after layer K, i.e. before layer K + 1
 
 
 def single_drop_keep(ratio: float, layer: int, num_layers: int, budget: str) -> float:
@@ -46,23 +105,62 @@ def single_drop_keep(ratio: float, layer: int, num_layers: int, budget: str) -> 
     return keep
 
 
-def last_token_scores(inputs: StageInputs):
-    """float32 ``[N]``: head-mean attention of the last prompt token to each video token."""
+def last_token_scores(inputs: StageInputs) -> torch.Tensor:
+    """``[N]``: head-mean attention of the last prompt token to each video token, in the
+    attention's dtype (float32 unless the plan asked for the model's)."""
     return inputs.attention.mean(0)[-1].index_select(0, inputs.visual)
 
 
 def top_share(inputs: StageInputs, keep: float) -> StageChoice:
-    """Keep the ``round(N * keep)`` (at least 1) video tokens with the highest last-token attention."""
+    """Keep the ``round(N * keep)`` (halves up, at least 1) video tokens with the highest last-token attention."""
     count = min(inputs.visual.numel(), max(1, math.floor(inputs.visual.numel() * keep + 0.5)))
     return StageChoice(keep=top_indices(last_token_scores(inputs), count))
 
 
-@register_llm_method("fastv")
+def official_count(tokens: int, keep: float) -> int:
+    """The release's ``round(N * (1 - R))`` with ``R = 1 - keep``: Python's ``round`` (halves to even, may be 0)."""
+    prune = 1.0 - keep  # FastV's R, the pruned share
+    return min(tokens, round(tokens * (1 - prune)))
+
+
+def official_top(inputs: StageInputs, keep: float) -> StageChoice:
+    """The release's choice: ``topk(round(N * (1 - R)))`` of the head-mean last-token row (in the attention's dtype)."""
+    count = official_count(inputs.visual.numel(), keep)
+    return StageChoice(keep=last_token_scores(inputs).topk(count).indices)
+
+
+def column_mean_scores(inputs: StageInputs) -> torch.Tensor:
+    """``[N]``: head mean, then mean over every query row (``attention`` ``[H, S, S]``), at the video columns."""
+    return inputs.attention.mean(0).mean(0).index_select(0, inputs.visual)
+
+
+def vidcom2_count(tokens: int, keep: float) -> int:
+    """The port's ``max(1, int(N_v * R_RATIO))``."""
+    return min(tokens, max(1, int(tokens * keep)))
+
+
+def vidcom2_top(inputs: StageInputs, keep: float) -> StageChoice:
+    """The port's choice: ``topk(max(1, int(N_v r)), largest=True)`` of the column-mean scores."""
+    count = vidcom2_count(inputs.visual.numel(), keep)
+    return StageChoice(keep=torch.topk(column_mean_scores(inputs), k=count, largest=True).indices)
+
+
+@register_llm_method("fastv", variants=VARIANTS)
 def fastv_plan(ratio: float, llm: LLMInfo, *, layer: Optional[int] = None, budget: str = "after_drop",
-               scores: str = "rows") -> LLMPlan:
-    """One drop before ``layer`` (None: 2); see the module docstring."""
-    layer = min(2, llm.num_layers - 1) if layer is None else check_int("layer", layer, 1, llm.num_layers - 1)
+               scores: str = "rows", variant: str = PAPER) -> LLMPlan:
+    """One drop before ``layer`` (None: 2, or 3 for ``vidcom2_qwen``); see the module docstring."""
+    variant = check_variant("fastv", variant, VARIANTS)
+    default_layer = VIDCOM2_FASTV_K + 1 if variant == VIDCOM2_QWEN else FASTV_K
+    layer = (min(default_layer, llm.num_layers - 1) if layer is None
+             else check_int("layer", layer, 1, llm.num_layers - 1))
     budget = check_choice("budget", budget, BUDGETS)
     keep = single_drop_keep(ratio, layer, llm.num_layers, budget)
-    stage = LLMStage(layer=layer, queries="last", choose=lambda inputs: top_share(inputs, keep))
-    return LLMPlan(stages=(stage,), positions="original", scores=scores)
+    if variant == PAPER:
+        stage = LLMStage(layer=layer, queries="last", choose=lambda inputs: top_share(inputs, keep))
+        return LLMPlan(stages=(stage,), positions="original", scores=scores)
+    if variant == OFFICIAL:
+        stage = LLMStage(layer=layer, queries="last", choose=lambda inputs: official_top(inputs, keep))
+        return LLMPlan(stages=(stage,), positions="original", scores=scores, score_dtype="model")
+    stage = LLMStage(layer=layer, queries="all", choose=lambda inputs: vidcom2_top(inputs, keep))
+    return LLMPlan(stages=(stage,), positions="original", scores=scores, score_dtype="model", deepstack="before",
+                   post_drop_causal="original_positions")

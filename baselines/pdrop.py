@@ -1,7 +1,8 @@
 """PDrop (PyramidDrop): drop video tokens inside the LLM in stages, by the last instruction token's attention.
 
 Paper: "PyramidDrop: Accelerating Your Large Vision-Language Models via Pyramid Visual Redundancy
-Reduction" (Xing et al., CVPR 2025).
+Reduction" (Xing et al., CVPR 2025). Two variants (``variant=``): ``"paper"`` (default, this
+docstring down to "Deviations") and ``"official"`` (described at the end).
 Official code followed: Cooperx521/PyramidDrop@6444f30 (``llava/model/modeling_llama_pdrop.py``
 L1220-1446), as described in inllm_methods.md section 4 (and 2, 9.2). The language model is split
 into stages at ``layer_list``; before layer ``layer_list[i]`` the video tokens are ranked by the
@@ -48,6 +49,26 @@ Deviations from the official code:
   by bisection (e.g. 0.49999999999) gives the same counts as the exact value;
 - no silent truncation of the sequence to ``tokenizer_model_max_length`` (official L1418-1423);
 - ties go to the lower index (``torch.topk`` order in the official code).
+
+``variant="official"``: Cooperx521/PyramidDrop@6444f30 ``pdrop_rank_drop`` (L1292-1446) bit for
+bit in its arithmetic, the same stages and positions as above, and:
+- counts: stage ``i`` keeps ``int(N0 * ratio_list[i])`` (the release's ``int()`` of the entry
+  count times the listed share: no tolerance, no minimum, so a stage may keep 0);
+  ``ratio_list`` defaults to ``[lam, lam^2, ..., lam^n]`` (``lam`` given or solved as above;
+  the release's scripts pass ``layer_list=[8, 16, 24]``, ``[0.5, 0.25, 0.125]`` on 32 layers,
+  i.e. ``lam=0.5``); an explicit ``ratio_list`` (one share per stage) replaces ``lam``;
+- scores in the model's dtype, as the release computes them (``LLMPlan.score_dtype = "model"``,
+  ``score_scale = "divide"``): ``q k^T / sqrt(head_dim)`` in the model's dtype, float32 softmax
+  rounded to it, the head mean and the mean over the one query row in it, ``topk(count)`` (its
+  tie order). Measured against the release's ``pdrop_rank_drop`` loaded at run time (ast-extracted,
+  ``self`` stubbed) on the same layer inputs, random Qwen2 layers with equal heads (the release
+  has no GQA), 120 cases per dtype (stages 0-2, lam 0.3-0.7, tiny and near-static spans; scratch
+  ``fastv/compare.py``): kept sets fp32 120/120, bf16 120/120 exact; ``paper`` on the same cases
+  90/120 and 82/120. The score row is a one-row product in the release too, so the recomputation
+  is the same GEMM shape (no kernel effect on CPU). The RoPE tables are the
+  model's own (the release's transformers 4.37 computes ``cos``/``sin`` its own way; a
+  model-version effect, not the method's). GQA, batches, several videos, no truncation: as in the
+  deviations above. ``scores`` has no eager form here (next layer's weights, like ``paper``).
 """
 
 from __future__ import annotations
@@ -70,12 +91,14 @@ from vcast.models.llm_plan import (
 )
 from vcast.registry import register_llm_method
 from vcast.validation import check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 REFERENCE_LAYERS = 28  # the depth the default layer list is given for (Qwen2-7B)
 REFERENCE_LAYER_LIST = (2, 8, 16)  # inllm_methods.md section 9.2 (official: [8, 16, 24] on 32 layers)
 FLOOR_TOLERANCE = 1e-9
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def default_layer_list(num_layers: int) -> list[int]:
@@ -139,11 +162,44 @@ def pdrop_choose(inputs: StageInputs, lam: float) -> StageChoice:
     return StageChoice(keep=top_indices(last_token_scores(inputs), count))
 
 
-@register_llm_method("pdrop")
+def official_count(entry_tokens: int, share: float) -> int:
+    """The release's ``int(N0 * ratio)`` (truncation, may be 0)."""
+    return int(entry_tokens * share)
+
+
+def official_choose(inputs: StageInputs, shares: Sequence[float]) -> StageChoice:
+    """The release's stage: ``topk(int(N0 * shares[i]))`` of the head-mean, row-mean attention (in its dtype)."""
+    count = min(inputs.visual.numel(), official_count(inputs.entry_tokens, shares[inputs.stage]))
+    if inputs.attention is None:
+        return StageChoice(keep=top_indices(inputs.visual.new_zeros(inputs.visual.numel()).float(), count))
+    per_key = inputs.attention.mean(0)  # [R, S]: mean over heads, in the attention's dtype
+    scores = per_key.index_select(1, inputs.visual).mean(0)  # [N]: mean over the query row(s)
+    return StageChoice(keep=scores.topk(count).indices)
+
+
+def check_ratio_list(ratio_list: object, stages: int) -> list[float]:
+    """``ratio_list`` as one share in ``[0, 1]`` per stage (ValueError naming it)."""
+    if isinstance(ratio_list, (str, bytes)) or not isinstance(ratio_list, Sequence) or len(ratio_list) != stages:
+        raise ValueError(f"ratio_list must give one share per stage ({stages}), got {ratio_list!r}")
+    return [check_range("ratio_list", share, 0.0, 1.0) for share in ratio_list]
+
+
+@register_llm_method("pdrop", variants=VARIANTS)
 def pdrop_plan(ratio: float, llm: LLMInfo, *, layer_list: Sequence[int] | None = None,
-               lam: float | None = None) -> LLMPlan:
+               lam: float | None = None, ratio_list: Sequence[float] | None = None,
+               variant: str = PAPER) -> LLMPlan:
     """Drops before each layer of ``layer_list``, shares ``lam^i`` of the entry count; see the module docstring."""
+    variant = check_variant("pdrop", variant, VARIANTS)
     layers = default_layer_list(llm.num_layers) if layer_list is None else check_layer_list(layer_list, llm.num_layers)
+    if ratio_list is not None:
+        if variant != OFFICIAL:
+            raise ValueError("ratio_list belongs to variant='official' (variant='paper' uses lam)")
+        if lam is not None:
+            raise ValueError("give lam or ratio_list, not both")
+        shares = check_ratio_list(ratio_list, len(layers))
+        logger.debug("PDrop (official) on %d layers: layer_list %s, ratio_list %s, layer-averaged retention %.4f",
+                     llm.num_layers, layers, shares, layer_averaged_retention(1.0, layers, shares, llm.num_layers))
+        return _official_plan(layers, shares)
     if lam is None:
         lam = solve_lambda(ratio, layers, llm.num_layers)
     else:
@@ -152,8 +208,21 @@ def pdrop_plan(ratio: float, llm: LLMInfo, *, layer_list: Sequence[int] | None =
             raise ValueError("lam must be in (0, 1], got 0")
     logger.debug("PDrop on %d layers: layer_list %s, lam %.6f, layer-averaged retention %.4f", llm.num_layers,
                  layers, lam, layer_average(lam, layers, llm.num_layers))
+    if variant == OFFICIAL:
+        return _official_plan(layers, [lam ** (i + 1) for i in range(len(layers))])
     stages = tuple(
         LLMStage(layer=layer, queries="last", score_layer=layer, choose=lambda inputs, lam=lam: pdrop_choose(inputs, lam))
         for layer in layers
     )
     return LLMPlan(stages=stages, positions="compact")
+
+
+def _official_plan(layers: Sequence[int], shares: Sequence[float]) -> LLMPlan:
+    """The release's stages: next layer's weights, scores in the model's dtype divided by ``sqrt(head_dim)``."""
+    shares = tuple(shares)
+    stages = tuple(
+        LLMStage(layer=layer, queries="last", score_layer=layer,
+                 choose=lambda inputs, shares=shares: official_choose(inputs, shares))
+        for layer in layers
+    )
+    return LLMPlan(stages=stages, positions="compact", score_dtype="model", score_scale="divide")

@@ -68,7 +68,8 @@ def test_registered_with_its_parameters():
     assert "pdrop" in vcast.available_methods()
     assert registry.is_llm_method("pdrop")
     assert registry.method_inputs("pdrop") == ()
-    assert vcast.method_params("pdrop") == {"layer_list": None, "lam": None}
+    assert vcast.method_params("pdrop") == {"layer_list": None, "lam": None, "ratio_list": None, "variant": "paper"}
+    assert registry.method_variants("pdrop") == ("paper", "official")
 
 
 @pytest.mark.parametrize("llm, layers", [(QWEN2, [2, 8, 16]), (QWEN3, [3, 10, 21]), (LLMInfo("LLaMA", 32), [2, 9, 18])])
@@ -176,3 +177,60 @@ def test_bad_parameters_name_themselves():
     for bad in (1.5, 0, -0.1, True, "0.5", float("nan")):
         with pytest.raises(ValueError, match="lam"):
             pdrop_plan(0.5, QWEN2, lam=bad)
+
+
+# variant="official" (Cooperx521/PyramidDrop@6444f30 pdrop_rank_drop) -------------------------------
+def test_official_counts_truncate_without_a_minimum():
+    official = pdrop_plan(0.5, QWEN2, layer_list=[8, 16, 24], lam=0.5, variant="official")
+    # N0 = 7: int(3.5), int(1.75), int(0.875) = 3, 1, 0 (the release keeps none; paper keeps 3, 1, 1)
+    assert [k.numel() for k in run_stages(official, torch.rand(7))] == [3, 1, 0]
+    assert [k.numel() for k in run_stages(official, torch.rand(576))] == [288, 144, 72]
+    # a lam a hair below 0.5 floors without paper's tolerance: int(576 * 0.4999999999999999) = 287
+    just_below = pdrop_plan(0.5, QWEN2, layer_list=[8, 16, 24], lam=0.4999999999999999, variant="official")
+    assert [k.numel() for k in run_stages(just_below, torch.rand(576))] == [287, 143, 71]
+    paper = pdrop_plan(0.5, QWEN2, layer_list=[8, 16, 24], lam=0.4999999999999999)
+    assert [k.numel() for k in run_stages(paper, torch.rand(576))] == [288, 144, 72]
+    # the scripts' literal ratio list: shares of the ENTRY count
+    listed = pdrop_plan(0.5, QWEN2, layer_list=[8, 16, 24], ratio_list=[0.6, 0.3, 0.1], variant="official")
+    assert [k.numel() for k in run_stages(listed, torch.rand(50))] == [30, 15, 5]
+
+
+def test_official_plan_scores_in_the_model_dtype_divided_by_sqrt_d():
+    plan = pdrop_plan(0.25, QWEN2, variant="official")
+    plan.check(QWEN2)
+    assert [s.layer for s in plan.stages] == [2, 8, 16] == [s.score_layer for s in plan.stages]
+    assert (plan.score_dtype, plan.score_scale, plan.positions) == ("model", "divide", "compact")
+    paper = pdrop_plan(0.25, QWEN2)
+    assert (paper.score_dtype, paper.score_scale) == ("float32", "multiply")
+
+
+def test_official_head_mean_in_bf16_changes_a_choice():
+    # 4 heads (the bf16 example of tests/test_baseline_fastv.py): float32 means 0.5019 (token 0) >
+    # 0.501845 (token 1); bf16 probabilities give 0.5 < 0.50390625. int(2 * 0.5) = 1 token stays.
+    heads = torch.tensor([[0.5019, 0.50196]] * 3 + [[0.5019, 0.5015]])
+    official = pdrop_plan(0.5, QWEN2, layer_list=[8], lam=0.5, variant="official").stages[0]
+    paper = pdrop_plan(0.5, QWEN2, layer_list=[8], lam=0.5).stages[0]
+
+    def run(stage, dtype):
+        row = stage_inputs(0, 8, torch.zeros(2), 2, {})
+        attention = torch.full((4, 1, row.attention.shape[-1]), 1e-3)
+        attention[:, 0, row.visual] = heads
+        row = StageInputs(**{**row.__dict__, "attention": attention.to(dtype)})
+        return stage.choose(row).keep.tolist()
+
+    assert run(official, torch.float32) == [0]
+    assert run(official, torch.bfloat16) == [1]
+    assert run(paper, torch.float32) == [0]
+
+
+def test_official_parameters():
+    with pytest.raises(ValueError, match="ratio_list"):
+        pdrop_plan(0.5, QWEN2, layer_list=[8, 16], ratio_list=[0.5, 0.25])  # paper has no ratio_list
+    with pytest.raises(ValueError, match="not both"):
+        pdrop_plan(0.5, QWEN2, layer_list=[8, 16], lam=0.5, ratio_list=[0.5, 0.25], variant="official")
+    with pytest.raises(ValueError, match="one share per stage"):
+        pdrop_plan(0.5, QWEN2, layer_list=[8, 16], ratio_list=[0.5], variant="official")
+    with pytest.raises(ValueError, match="'bogus'"):
+        pdrop_plan(0.5, QWEN2, variant="bogus")
+    with pytest.raises(ValueError, match="vidcom2_qwen"):
+        pdrop_plan(0.5, QWEN2, variant="vidcom2_qwen")

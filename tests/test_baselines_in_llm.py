@@ -134,3 +134,26 @@ def test_attention_rows_choose_what_the_eager_weights_choose(method: str, arch: 
         _, _, stats = generate(model, inputs, method, scores=scores)
         chosen[scores] = [[c.tolist() for c in s.columns] for s in stats.llm_stages]
     assert chosen["rows"] == chosen["eager"] and chosen["rows"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("variant", ["official", "vidcom2_qwen"])
+def test_fastv_reproduction_variants_rows_choose_what_the_eager_weights_choose(variant: str, arch: str,
+                                                                              models: dict) -> None:
+    """FastV's reproduction variants (scores in the model's dtype; vidcom2_qwen: every query row,
+    DeepStack before the layers, the post-drop mask by original positions) run inside the real
+    model, prune, are deterministic, and choose the same tokens from our rows as from the eager
+    kernel's weights."""
+    model, inputs = models[(arch, "eager")]
+    chosen = {}
+    for scores in ("rows", "eager", "rows"):
+        _, _, stats = generate(model, inputs, "fastv", scores=scores, variant=variant)
+        (video,) = stats.segments
+        assert 0 < stats.final_video_tokens < video.total
+        columns = [[c.tolist() for c in s.columns] for s in stats.llm_stages]
+        assert chosen.setdefault(scores, columns) == columns
+    assert chosen["rows"] == chosen["eager"]
+    sdpa_model, _ = models[(arch, "sdpa")]
+    _, _, stats = generate(sdpa_model, inputs, "fastv", variant=variant)
+    assert [[c.tolist() for c in s.columns] for s in stats.llm_stages] == chosen["rows"]

@@ -4,12 +4,14 @@ for the last token and for rows in the middle, in a left-padded batch too."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -69,3 +71,52 @@ def test_padded_keys_get_no_attention(arch: str, tiny_dirs: dict[str, Path]) -> 
     expected, ours = eager_weights_and_rows(arch, tiny_dirs, inputs, 1, rows)
     torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-6)
     assert float(ours[0][..., ~mask[0].bool()].abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_model_dtype_rows_are_the_eager_bf16_weights_bit_for_bit(arch: str, tiny_dirs: dict[str, Path]) -> None:
+    """score_dtype="model": q k^T and its scaling in bf16, float32 softmax rounded to bf16, as the
+    eager kernel yields its weights (on CPU: bit-equal); float32 rows are not."""
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    inputs = batch(arch, processor, ["What moves?"], [clip()])
+    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="eager",
+                                                        dtype=torch.bfloat16).eval()
+    attention = model.model.language_model.layers[1].self_attn
+    captured = {}
+
+    def keep(module: Any, args: tuple, kwargs: dict) -> None:
+        captured.update(hidden=kwargs["hidden_states"], position_embeddings=kwargs["position_embeddings"])
+
+    hook = attention.register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            out = model(**{k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()},
+                        output_attentions=True)
+            length = inputs["input_ids"].shape[1]
+            rows = torch.tensor([length // 2, length - 1])
+            ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
+                                  score_dtype="model")
+            float_rows = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows)
+    finally:
+        hook.remove()
+    expected = out.attentions[1][:, :, rows]
+    assert ours.dtype == torch.bfloat16 and torch.equal(ours, expected)
+    assert float_rows.dtype == torch.float32 and not torch.equal(float_rows, expected.float())
+
+
+def test_divide_scales_by_sqrt_head_dim() -> None:
+    """scale="divide": q k^T / sqrt(head_dim) (PDrop's manual scores), not * scaling; float32 rounds differently."""
+    torch.manual_seed(0)
+    module = nn.Module()
+    module.q_proj, module.k_proj = nn.Linear(8, 2 * 128, bias=False), nn.Linear(8, 2 * 128, bias=False)
+    module.head_dim, module.scaling, module.num_key_value_groups = 128, 128**-0.5, 1
+    hidden = torch.randn(1, 40, 8) * 3
+    rows = torch.tensor([39])
+    divided = attention_rows(module, hidden, (None, None), rows, rotary=False, scale="divide")
+    multiplied = attention_rows(module, hidden, (None, None), rows, rotary=False)
+    q = module.q_proj(hidden[:, 39:]).view(1, 1, 2, 128).transpose(1, 2)
+    k = module.k_proj(hidden).view(1, 40, 2, 128).transpose(1, 2)
+    logits = torch.matmul(q, k.transpose(-1, -2))
+    assert torch.equal(divided, (logits / math.sqrt(128)).softmax(-1))
+    assert torch.equal(multiplied, (logits * 128**-0.5).softmax(-1))
+    assert not torch.equal(divided, multiplied)

@@ -10,11 +10,25 @@ the module does (projections, Qwen3-VL's per-head ``q_norm`` / ``k_norm``, the r
 the model's own module, grouped KV heads) and take the softmax over every key the row may see
 (causal, padding masked), in float32, in chunks of heads.
 
+``score_dtype="model"`` instead yields the probabilities the way HF's eager kernel does in the
+model's dtype (what the official codes read): the queries projected for every token (the
+layer's own GEMM shape) and the rows picked afterwards, ``q k^T`` and its scaling in the model's
+dtype, the softmax in float32, the result rounded to the model's dtype. Measured on CPU against
+the eager kernel's weights (random Qwen2 / Qwen3-VL layers, 120 cases per dtype, scratch
+``fastv/compare.py``): bf16 bit-equal for the last row (120/120) and for all rows (120/120);
+float32 bit-equal for all rows (120/120) but not for one row alone (0/120: the one-row
+``q k^T`` is another GEMM shape than the kernel's ``S x S`` product and its float32 sums round
+differently in the last bits; the kept sets of FastV were still equal, 120/120). On a GPU the
+bf16 one-row product may likewise round differently where the BLAS picks another reduction
+order (not measured: no GPU here). ``scores="eager"`` reads the kernel's own weights and has
+no such effect.
+
 Memory: ``H * R * S`` scores for ``R`` rows, in chunks of at most ``CHUNK_ELEMENTS``.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Optional
 
@@ -40,7 +54,7 @@ def _heads(module: nn.Module, projected: torch.Tensor, norm: Optional[nn.Module]
 
 def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor],
                    rows: torch.Tensor, key_mask: Optional[torch.Tensor] = None, *, rotary: bool = True,
-                   causal: bool = True) -> torch.Tensor:
+                   causal: bool = True, score_dtype: str = "float32", scale: str = "multiply") -> torch.Tensor:
     """Softmax attention of query positions ``rows`` over all keys, as ``module`` computes it.
 
     Args:
@@ -52,14 +66,29 @@ def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embe
         key_mask: BoolTensor ``[B, S]``, False for padding keys, or None.
         rotary: apply the rotary embedding (False: PruneVid's pre-RoPE scores; after any q/k norm).
         causal: mask keys after the row (False: every key, as PruneVid's scores do).
+        score_dtype: ``"float32"`` (logits and softmax in float32) or ``"model"`` (``q k^T`` and
+            its scaling in the model's dtype, float32 softmax rounded to the model's dtype: the
+            eager kernel's weights; see the module docstring).
+        scale: ``"multiply"`` by ``module.scaling`` (HF's eager kernel) or ``"divide"`` by
+            ``sqrt(head_dim)`` (PDrop's manual scores).
     Returns:
-        float32 ``[B, H, R, S]``: each row sums to 1 over the keys it may see (``j <= row`` when
-        ``causal``, not padding); the rest is 0.
+        ``[B, H, R, S]`` (float32, or the model's dtype for ``score_dtype="model"``): each row
+        sums to 1 over the keys it may see (``j <= row`` when ``causal``, not padding); the rest
+        is 0.
     """
+    if score_dtype not in ("float32", "model"):
+        raise ValueError(f"score_dtype must be 'float32' or 'model', got {score_dtype!r}")
+    if scale not in ("multiply", "divide"):
+        raise ValueError(f"scale must be 'multiply' or 'divide', got {scale!r}")
+    in_model_dtype = score_dtype == "model"
     batch, length, _ = hidden_states.shape
     rows = rows.to(hidden_states.device)
     cos, sin = position_embeddings
-    queries = _heads(module, module.q_proj(hidden_states.index_select(1, rows)), getattr(module, "q_norm", None))
+    if in_model_dtype:  # the layer's own GEMM shape (all tokens), then the rows: no shape-dependent rounding
+        projected = module.q_proj(hidden_states).index_select(1, rows)
+    else:
+        projected = module.q_proj(hidden_states.index_select(1, rows))
+    queries = _heads(module, projected, getattr(module, "q_norm", None))
     keys = _heads(module, module.k_proj(hidden_states), getattr(module, "k_norm", None))
     if rotary:
         rotate = _rotary(module)
@@ -73,12 +102,18 @@ def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embe
     visible = visible[None, None].expand(batch, 1, -1, -1)
     if key_mask is not None:
         visible = visible & key_mask.to(rows.device).bool()[:, None, None, :]
-    out = torch.empty(batch, heads, rows.numel(), length, dtype=torch.float32, device=hidden_states.device)
+    out_dtype = queries.dtype if in_model_dtype else torch.float32
+    out = torch.empty(batch, heads, rows.numel(), length, dtype=out_dtype, device=hidden_states.device)
     step = max(1, CHUNK_ELEMENTS // max(1, batch * rows.numel() * length))
     for start in range(0, heads, step):
         stop = min(heads, start + step)
         kv_heads = torch.arange(start, stop, device=rows.device) // groups  # grouped-query attention
-        scores = torch.matmul(queries[:, start:stop].float(), keys.index_select(1, kv_heads).float().transpose(-1, -2))
-        scores = (scores * module.scaling).masked_fill(~visible, float("-inf"))
-        out[:, start:stop] = scores.softmax(dim=-1).nan_to_num(0.0)
+        chunk_queries, chunk_keys = queries[:, start:stop], keys.index_select(1, kv_heads)
+        if not in_model_dtype:
+            chunk_queries, chunk_keys = chunk_queries.float(), chunk_keys.float()
+        scores = torch.matmul(chunk_queries, chunk_keys.transpose(-1, -2))
+        scores = scores * module.scaling if scale == "multiply" else scores / math.sqrt(module.head_dim)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        # the eager kernel's softmax: float32 whatever the logits' dtype, then the result's dtype
+        out[:, start:stop] = scores.softmax(dim=-1, dtype=torch.float32).nan_to_num(0.0).to(out_dtype)
     return out

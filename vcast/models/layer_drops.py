@@ -16,7 +16,14 @@ with PyTorch hooks on its decoder layers (no transformers class is touched):
   the text model's loop, against a mask local to that loop): while a plan is active the hook
   takes ``deepstack_visual_embeds`` out of the text model's inputs and adds each layer's
   features itself, in the layer's forward hook, to the visual tokens still present (same
-  operation, same rows, so with nothing dropped the result is bit-identical).
+  operation, same rows, so with nothing dropped the result is bit-identical). A plan with
+  ``deepstack="before"`` adds feature ``i`` before layer ``i`` instead (feature 0 to the input
+  embeddings, feature ``i`` after layer ``i - 1``), as the VidCom2 ``qwen`` FastV port does.
+- **Scores in the model's dtype** (``LLMPlan.score_dtype="model"``): the stage gets the attention
+  rows as the eager kernel yields them (bf16 for a bf16 model) instead of float32.
+- **The official leak** (``LLMPlan.post_drop_causal="original_positions"``): the layers after a
+  prefill drop get a mask in which the query in slot ``i`` sees the kept slots ``j <= p_i``
+  (``p_i`` its layer-0 column), the mask the VidCom2 ``qwen`` FastV port rebuilds.
 
 The KV cache follows by itself: ``DynamicCache`` keeps one length per layer, so the layers
 after a drop cache only the kept tokens; ``generate``'s bookkeeping reads layer 0, which still
@@ -34,7 +41,13 @@ from torch import nn
 
 from vcast.models.attention_rows import attention_rows
 from vcast.models.layout import SequenceLayout, compact_positions, plan_layout
-from vcast.models.llm_masks import check_implementation, decode_mask, prefill_mask
+from vcast.models.llm_masks import (  # the kernel-format helpers, for the official leak mask
+    _from_bool,
+    _is_flash,
+    check_implementation,
+    decode_mask,
+    prefill_mask,
+)
 from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageInputs
 
 logger = logging.getLogger(__name__)
@@ -105,6 +118,9 @@ class LayerDrops:
         if plan.scores == "eager" and self.implementation != "eager":
             raise ValueError("scores='eager' reads the attention weights of the eager kernel; load the model with "
                              f"attn_implementation='eager' (it has {self.implementation!r})")
+        if plan.post_drop_causal == "original_positions" and _is_flash(self.implementation):
+            raise ValueError("post_drop_causal='original_positions' needs an explicit mask: load the model with "
+                             f"attn_implementation='eager' or 'sdpa' (it has {self.implementation!r})")
         # Qwen3-VL's three MRoPE axes cannot be re-numbered: its positions stay the original ones.
         self.compact = plan.positions == "compact" and family != "Qwen3-VL"
         self._stages = {stage.layer: stage for stage in plan.stages}
@@ -147,6 +163,12 @@ class LayerDrops:
             state.deepstack = list(deepstack)
             state.deepstack_rows = rows.masked_fill(~visual, -1)
             kwargs = dict(kwargs, deepstack_visual_embeds=None, visual_pos_masks=None)
+            if self.plan.deepstack == "before" and bool((tags.frame >= 0).any()) and state.deepstack:
+                # the VidCom2 qwen FastV port adds feature i before layer i: feature 0 to the input
+                embeds = self._add_deepstack(embeds, state, state.deepstack[0])
+                state.deepstack = state.deepstack[1:]
+                state.embeddings = embeds
+                kwargs["inputs_embeds"] = embeds
         self._prefill = state
         self._decode = []
         self._prefill_width = width
@@ -206,12 +228,18 @@ class LayerDrops:
     # Prefill drop -------------------------------------------------------------------------------
     def _scores(self, stage: LLMStage, layer: nn.Module, args: tuple, kwargs: dict, hidden: torch.Tensor,
                 state: _Prefill, row: int, queries: torch.Tensor) -> torch.Tensor:
-        """float32 ``[H, R, S]`` attention of ``queries`` in row ``row``."""
+        """``[H, R, S]`` attention of ``queries`` in row ``row`` (float32, or the model's dtype
+        under ``score_dtype="model"``)."""
+        in_model_dtype = self.plan.score_dtype == "model"
         if self.plan.scores == "eager":
             weights = state.eager_weights
             if weights is None:
                 raise RuntimeError("scores='eager' but the attention returned no weights")
-            return weights[row].index_select(1, queries).float()
+            weights = weights[row]
+            if queries.numel() != weights.shape[1] or not bool(
+                    (queries == torch.arange(weights.shape[1], device=queries.device)).all()):
+                weights = weights.index_select(1, queries)  # all rows in order (queries="all") need no copy
+            return weights if in_model_dtype else weights.float()
         if stage.score_layer == stage.layer - 1:
             scorer = layer
             source = kwargs.get("hidden_states", args[0] if args else None)
@@ -221,7 +249,8 @@ class LayerDrops:
         cos, sin = kwargs["position_embeddings"]
         normed = scorer.input_layernorm(source[row : row + 1])
         return attention_rows(scorer.self_attn, normed, (cos[row : row + 1], sin[row : row + 1]), queries,
-                              key_mask=state.valid[row : row + 1], rotary=stage.rotary, causal=stage.causal)[0]
+                              key_mask=state.valid[row : row + 1], rotary=stage.rotary, causal=stage.causal,
+                              score_dtype=self.plan.score_dtype, scale=self.plan.score_scale)[0]
 
     def _drop(self, stage: LLMStage, layer: nn.Module, args: tuple, kwargs: dict, hidden: torch.Tensor,
               state: _Prefill) -> torch.Tensor:
@@ -239,6 +268,8 @@ class LayerDrops:
                 queries = real[-1:]
             elif stage.queries == "text":
                 queries = real[real > visual[-1]]
+            elif stage.queries == "all":
+                queries = real
             else:
                 queries = real[:0]
             attention = (self._scores(stage, layer, args, kwargs, hidden, state, row, queries)
@@ -282,8 +313,10 @@ class LayerDrops:
             relaid["position_embeddings"] = (layout.gather(cos, dim=1), layout.gather(sin, dim=1))
         relaid["position_ids"] = compact_positions(new_valid)
         relaid["attention_mask"] = prefill_mask(kwargs.get("attention_mask"), layout, self.implementation, hidden.dtype)
-        state.relaid = relaid
         state.columns = layout.gather(state.columns, dim=1)
+        if self.plan.post_drop_causal == "original_positions":
+            relaid["attention_mask"] = self._original_positions_mask(state.columns, new_valid, hidden.dtype)
+        state.relaid = relaid
         state.valid = new_valid
         state.tags = state.tags.gather(layout)
         if state.deepstack_rows is not None:
@@ -291,6 +324,15 @@ class LayerDrops:
         self._decode.append(_StageLayout(layer=stage.layer, columns=state.columns, valid=new_valid))
         logger.debug("in-LLM drop before layer %d: %d -> %d columns", stage.layer, width, layout.width)
         return new_hidden
+
+    def _original_positions_mask(self, columns: torch.Tensor, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``[B, 1, S', S']``: slot ``i`` sees the kept slots ``j <= columns[i]`` (its layer-0
+        column), pad keys masked, pad rows see themselves (the VidCom2 qwen FastV port's mask)."""
+        slots = torch.arange(columns.shape[1], device=columns.device)
+        allowed = (slots[None, None, :] <= columns[:, :, None]) & valid[:, None, :]
+        eye = torch.eye(columns.shape[1], dtype=torch.bool, device=columns.device)
+        allowed = allowed | (eye[None] & ~valid[:, :, None])
+        return _from_bool(allowed[:, None], self.implementation, dtype)
 
     # Decode -----------------------------------------------------------------------------------------
     def _decode_stage(self, index: int) -> Optional[_StageLayout]:

@@ -21,8 +21,12 @@ from typing import Any, Callable, Optional
 
 import torch
 
-QUERIES = ("last", "text")
+QUERIES = ("last", "text", "all")
 SCORE_MODES = ("rows", "eager")
+SCORE_DTYPES = ("float32", "model")
+SCORE_SCALES = ("multiply", "divide")
+DEEPSTACK_MODES = ("after", "before")
+POST_DROP_CAUSAL = ("kept", "original_positions")
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,9 @@ class StageInputs:
         patches: LongTensor ``[N]``: on-grid index of each within its frame (its original place).
         videos: LongTensor ``[N]``: which video of the row each belongs to (0, 1, ...).
         rows: LongTensor ``[R]``: columns of the query rows of ``attention`` (empty without scores).
-        attention: float32 ``[H, R, S]`` softmax attention of those rows over every column, or
-            None when the stage asked for none.
+        attention: ``[H, R, S]`` softmax attention of those rows over every column (float32, or
+            the model's dtype under ``LLMPlan.score_dtype="model"``), or None when the stage
+            asked for none.
         entry_tokens: ``N0``: video tokens of the row when it entered the LLM.
         embeddings: ``[S0, C]`` the row's input embeddings at layer 0.
         entry_visual: LongTensor ``[N0]``: columns of ``embeddings`` holding the video tokens.
@@ -100,7 +105,8 @@ class LLMStage:
         layer: ``K`` in ``[1, L - 1]``: the drop happens between layers ``K - 1`` and ``K``.
         choose: ``choose(StageInputs) -> StageChoice``.
         queries: which attention rows ``choose`` reads: None (none), ``"last"`` (the last
-            prompt token) or ``"text"`` (every token after the row's last video token).
+            prompt token), ``"text"`` (every token after the row's last video token) or
+            ``"all"`` (every real token of the row: ``[H, S, S]``, for column means).
         score_layer: whose attention: ``K - 1`` (the layer just run, as FastV reads it) or
             ``K`` (the next layer's weights applied to its input, as PDrop computes it).
         rotary: scores with the rotary embedding (False: PruneVid's pre-RoPE scores).
@@ -138,6 +144,27 @@ class LLMPlan:
         scores: ``"rows"`` (only the needed attention rows, recomputed next to SDPA /
             FlashAttention) or ``"eager"`` (read from the eager attention's full weights, as the
             official codes do; needs ``attn_implementation="eager"``).
+        score_dtype: the precision of ``StageInputs.attention``. ``"float32"`` (default): the
+            logits and the softmax in float32 from the model's q / k (eager weights upcast).
+            ``"model"``: the probabilities as HF's eager kernel yields them in the model's dtype:
+            ``q k^T`` and its scaling in the model's dtype, the softmax in float32, the result
+            rounded to the model's dtype (bf16 in, bf16 out; the eager weights as they are), so
+            that a method's own reductions (head means) run in that dtype like the official
+            codes'. See :func:`vcast.models.attention_rows.attention_rows` for what stays
+            kernel-dependent.
+        score_scale: how the recomputed rows scale ``q k^T``: ``"multiply"`` by the module's
+            ``scaling`` (HF's eager kernel) or ``"divide"`` by ``sqrt(head_dim)`` (PDrop's manual
+            scores; in float32 the two differ in the last bit now and then, in bf16 no logit
+            rounds differently for head_dim 32 or 128). Ignored by ``scores="eager"``.
+        deepstack: when Qwen3-VL's DeepStack features are added: ``"after"`` layer ``i`` (HF's
+            text model, default) or ``"before"`` layer ``i`` (the VidCom2 ``qwen``-branch FastV
+            port's custom loop: feature ``i`` reaches layer ``i`` one layer early; applied only
+            to a prefill that holds video tokens, like that port's compression).
+        post_drop_causal: the prefill mask of the layers after a drop: ``"kept"`` (causal over
+            the kept tokens, default) or ``"original_positions"`` (the VidCom2 ``qwen`` FastV
+            port's rebuilt eager mask: the query in slot ``i`` sees the kept slots
+            ``j <= p_i``, ``p_i`` its original position, so tokens after a gap see up to that
+            many later tokens; not expressible with FlashAttention).
     """
 
     stages: tuple[LLMStage, ...]
@@ -146,6 +173,10 @@ class LLMPlan:
     pre_params: dict[str, Any] = field(default_factory=dict)
     positions: str = "original"
     scores: str = "rows"
+    score_dtype: str = "float32"
+    score_scale: str = "multiply"
+    deepstack: str = "after"
+    post_drop_causal: str = "kept"
 
     def check(self, llm: LLMInfo) -> None:
         """ValueError naming what does not fit ``llm``."""
@@ -153,6 +184,12 @@ class LLMPlan:
             raise ValueError(f"positions must be 'original' or 'compact', got {self.positions!r}")
         if self.scores not in SCORE_MODES:
             raise ValueError(f"scores must be one of {SCORE_MODES}, got {self.scores!r}")
+        for name, value, options in (("score_dtype", self.score_dtype, SCORE_DTYPES),
+                                     ("score_scale", self.score_scale, SCORE_SCALES),
+                                     ("deepstack", self.deepstack, DEEPSTACK_MODES),
+                                     ("post_drop_causal", self.post_drop_causal, POST_DROP_CAUSAL)):
+            if value not in options:
+                raise ValueError(f"{name} must be one of {options}, got {value!r}")
         layers = [stage.layer for stage in self.stages]
         if layers != sorted(set(layers)):
             raise ValueError(f"stage layers must increase strictly, got {layers}")
