@@ -2,10 +2,55 @@
 
 Paper: "FastVID: Dynamic Density Pruning for Fast Video Large Language Models" (NeurIPS 2025).
 Official code: LunarShen/FastVID @a40a109 (reference_methods.md section 6; sections 1 and 10):
-the LLaVA-OneVision "parallel" version (6.1), the LLaVA-Video per-segment budgets (6.2, followed
-here), Qwen2.5-VL (6.3); the VidCom2 ``qwen`` port (6.4) is not followed.
+the LLaVA-OneVision "parallel" version (6.1), the LLaVA-Video per-segment loop (6.2), Qwen2.5-VL
+(6.3); the VidCom2 ``qwen`` port (6.4).
 
-Algorithm (per video, tokens ``frames`` [T, P, D]):
+Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``beta`` and
+``ignore_threshold`` default to None, resolved per variant):
+
+* ``"paper"`` (default): this file's algorithm below, unchanged; float32 scores and merges
+  whatever the input dtype; exactly ``floor(r T P)`` tokens; no noise (``seed`` unused).
+  Defaults c = 8, tau = 0.9, d = 0.4, p = 4, beta = 0.6, DPC k = 4.
+* ``"official"``: the release, bit for bit on CPU, in the input dtype
+  (:mod:`baselines.fastvid_official`); ``version=`` picks the release:
+  ``"llava_ov"`` (default; LLaVA-OneVision ``modeling_qwen2.py`` L900-1075, the "parallel"
+  version: per frame ``R = int(P r)``, ``S = R - int(R d)``, ``C = R - S``; anchor frames of a
+  segment of ``L`` frames get ``(C L) // ceil(L / p)``), ``"llava_video"`` (L893-1091, the loop:
+  ``R L`` per segment split as in step 2 below with ``int``), ``"qwen2_5_vl"`` (L1889-2099: the
+  loop plus the ``DySeg_ignore`` sub-segmentation, ``max(int(R L d), 1)`` and the ``P // 2``
+  caps). Defaults: llava_ov / llava_video c = 8, tau = 0.9, d = 0.4, p = 4, beta = 0.6;
+  qwen2_5_vl tau = 0.84, ignore = 0.95 (its ``eval.sh``; its ratio there is 0.27). The DPC noise
+  ``torch.rand * 1e-6`` is drawn from ``torch.Generator().manual_seed(seed)`` in the release's
+  shapes and order. Where the release raises, a ValueError says why: DySeg with
+  ``T - 1 < c - 1`` (its ``topk(s, c - 1)``), no cut at all (loop versions), ``C = 0``
+  (llava_ov), too few non-salient tokens, a segment without salient or context tokens.
+  Quirks kept: the tau comparison of a bf16 cosine is against ``bf16(tau)`` (0.8984375 for
+  0.9); bf16 one-hot counts and weights (``bf16(0.6) = 0.6015625``); single-frame (llava_ov)
+  anchors assign to themselves too; an anchor frame of a multi-frame segment whose count equals
+  ``C`` (e.g. p = 2, L = 3) takes the single-frame rule; tokens dropped by the Qwen2.5 caps.
+  Inputs not reproduced (adapter matters): the LLaVA DySeg feature is the SigLIP MAP-head
+  embedding, which the HF vision tower lacks: every version here uses the per-frame token mean
+  in the input dtype (what the Qwen2.5-VL release uses); ``vision_attention`` stands for the
+  MAP-head probe attention (LLaVA, bilinear-pooled for OV, average-pooled for Video) or the
+  last-ViT-block mean-query attention (Qwen2.5-VL). LLaVA-Video's newline tokens (one re-inserted
+  per row with a kept token) are outside ``frames``.
+* ``"vidcom2_qwen"``: VidCom2 ``qwen`` @a85d485 ``token_compressor/fastvid/{core,fastvid_algo}.py``
+  (:mod:`baselines.fastvid_vidcom2_qwen`): the Qwen2.5-VL loop with **the tokens' L2 norm as
+  importance** (``vision_attention`` ignored), float32 segmentation with the guard
+  ``k = min(c - 1, T - 1)``, float32 merge similarities, bf16 merge arithmetic for bf16 input.
+  Defaults c = 8, tau = 0.84, ignore = 0.99, d = 0.5, p = 4, beta = 0.5. Positions: the salient
+  tokens' and anchors' own indices (merged tokens at their anchor's slot), as the port slices.
+
+Measured agreement with the released code, loaded at run time on CPU
+(``/work/main/.venv/bin/python /work/scratch/fastvid/compare.py``; exact = same kept positions and
+bit-equal tokens; cases where both raise count as agreeing): official llava_ov fp32 150/150,
+bf16 150/150 (118 / 115 with outputs); llava_video fp32 154/154, bf16 154/154 (including 64 x 169
+runs of the unmodified code); qwen2_5_vl fp32 150/150, bf16 150/150; vidcom2_qwen fp32 150/150,
+bf16 150/150; plus 4/4 per variant and dtype at the papers' shapes and defaults. Not bit-equal:
+the noise on GPU (the release draws from the CUDA generator; ours from a CPU generator), and
+``cdist``/``bmm``/``mm`` results may differ between CPU and GPU kernels.
+
+Algorithm of ``variant="paper"`` (per video, tokens ``frames`` [T, P, D]):
 
 1. **DySeg** (:mod:`baselines.dyseg`): segments of consecutive frames, cut after the ``c - 1``
    lowest consecutive-frame cosines and after every transition with cosine ``< tau``.
@@ -75,6 +120,16 @@ import torch
 
 from baselines.dpc_knn import density_peak_scores, top_indices
 from baselines.dyseg import dyseg
+from baselines.fastvid_official import (
+    LLAVA_OV,
+    LLAVA_VIDEO,
+    QWEN2_5_VL,
+    VERSIONS,
+    LoopOptions,
+    llava_ov_release,
+    loop_release,
+)
+from baselines.fastvid_vidcom2_qwen import vidcom2_qwen_release
 from baselines.model_inputs import vision_attention_input
 from baselines.selection_output import selection_from_positions
 from vcast.allocation import allocate_paper
@@ -83,6 +138,7 @@ from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.validation import check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, VIDCOM2_QWEN, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -164,39 +220,120 @@ def _salient_mask(attention: torch.Tensor, counts: torch.Tensor) -> torch.Tensor
     return rank < counts[:, None]
 
 
-@register_method("fastvid", inputs=("vision_attention",))
+FASTVID_VARIANTS = (PAPER, OFFICIAL, VIDCOM2_QWEN)
+
+# Per variant (official: per release version): segment_threshold, context_ratio, beta, ignore_threshold.
+_DEFAULTS = {
+    PAPER: (0.9, 0.4, 0.6, None),
+    LLAVA_OV: (0.9, 0.4, 0.6, None),
+    LLAVA_VIDEO: (0.9, 0.4, 0.6, None),
+    QWEN2_5_VL: (0.84, 0.4, 0.6, 0.95),
+    VIDCOM2_QWEN: (0.84, 0.5, 0.5, 0.99),
+}
+
+
+@register_method("fastvid", inputs=("vision_attention",), variants=FASTVID_VARIANTS)
 def fastvid_select(
     frames: torch.Tensor,
     ratio: float,
     *,
     num_segments: int = 8,
-    segment_threshold: float = 0.9,
-    context_ratio: float = 0.4,
+    segment_threshold: float | None = None,
+    context_ratio: float | None = None,
     anchor_period: int = 4,
-    beta: float = 0.6,
+    beta: float | None = None,
     dpc_k: int = 4,
+    ignore_threshold: float | None = None,
+    variant: str = PAPER,
+    version: str | None = None,
+    seed: int = 0,
     vision_attention: torch.Tensor | None = None,
 ) -> Selection:
-    """FastVID on one video (module docstring): ``frames`` [T, P, D] -> Selection of exactly
-    ``floor(r T P)`` tokens, ``tokens`` [K, D] float32 (salient tokens as they are, merged anchors).
+    """FastVID on one video (module docstring): ``frames`` [T, P, D] -> Selection.
+
+    ``"paper"``: exactly ``floor(r T P)`` tokens, ``tokens`` [K, D] float32 (salient tokens as they
+    are, merged anchors). ``"official"`` / ``"vidcom2_qwen"``: the release's count, ``tokens`` in
+    ``frames``' dtype.
 
     Args:
         frames: [T, P, D] video tokens, any float dtype.
         ratio: retention ratio r in (0, 1].
-        num_segments: DySeg ``c`` (at least ``c - 1`` cuts, fewer when ``T < c``).
+        num_segments: DySeg ``c`` (at least ``c - 1`` cuts, fewer when ``T < c``; ``"official"``
+            raises a ValueError when ``T - 1 < c - 1``, as the release's ``topk`` does).
         segment_threshold: DySeg ``tau``, a cut wherever consecutive frames' cosine is below it.
-        context_ratio: ``d``, the share of each segment's budget spent on merged context tokens.
+            None: 0.9 (paper, official llava_ov / llava_video), 0.84 (official qwen2_5_vl, vidcom2_qwen).
+        context_ratio: ``d``, the share of the budget spent on merged context tokens. None: 0.4,
+            0.5 for vidcom2_qwen.
         anchor_period: ``p``, every ``p``-th frame (from the last) of a segment is an anchor frame.
-        beta: DTM lower bound of an anchor's own weight.
+        beta: DTM lower bound of an anchor's own weight. None: 0.6, 0.5 for vidcom2_qwen.
         dpc_k: neighbours (self included) of the DPC-kNN density.
-        vision_attention: [T, P] saliency of every token (model input).
+        ignore_threshold: the Qwen2.5-VL ``DySeg_ignore`` sub-segmentation threshold, only for
+            official ``version="qwen2_5_vl"`` (None: 0.95) and ``"vidcom2_qwen"`` (None: 0.99);
+            a ValueError elsewhere.
+        variant: ``"paper"`` (this file), ``"official"`` (:mod:`baselines.fastvid_official`) or
+            ``"vidcom2_qwen"`` (:mod:`baselines.fastvid_vidcom2_qwen`).
+        version: the official release, ``"llava_ov"`` (None's meaning), ``"llava_video"`` or
+            ``"qwen2_5_vl"``; only with ``variant="official"``.
+        seed: seed of the DPC density noise ``torch.rand * 1e-6`` of ``"official"`` and
+            ``"vidcom2_qwen"`` (a CPU ``torch.Generator``; the global RNG is untouched). Unused by
+            ``"paper"``, which has no noise.
+        vision_attention: [T, P] saliency of every token (model input); ignored by ``"vidcom2_qwen"``
+            (it scores tokens by their L2 norm).
     """
+    variant = check_variant("fastvid", variant, FASTVID_VARIANTS)
+    if variant == OFFICIAL:
+        version = LLAVA_OV if version is None else version
+        if version not in VERSIONS:
+            raise ValueError(f"version must be one of {', '.join(map(repr, VERSIONS))} for variant 'official', "
+                             f"got {version!r}")
+    elif version is not None:
+        raise ValueError(f"version selects an official FastVID release; variant {variant!r} takes none, "
+                         f"got {version!r}")
+    key = version if variant == OFFICIAL else variant
+    tau_default, d_default, beta_default, ignore_default = _DEFAULTS[key]
+    if ignore_threshold is not None and ignore_default is None:
+        raise ValueError("ignore_threshold is the DySeg_ignore sub-segmentation of official version='qwen2_5_vl' "
+                         f"and of variant 'vidcom2_qwen'; {key!r} has none")
+    segment_threshold = tau_default if segment_threshold is None else segment_threshold
+    context_ratio = d_default if context_ratio is None else context_ratio
+    beta = beta_default if beta is None else beta
     check_int("num_segments", num_segments, 1)
     check_range("segment_threshold", segment_threshold, -1.0, 1.0)
     check_range("context_ratio", context_ratio, 0.0, 1.0)
     check_int("anchor_period", anchor_period, 1)
     check_range("beta", beta, 0.0, 1.0)
     check_int("dpc_k", dpc_k, 1)
+    check_int("seed", seed, 0)
+    if ignore_default is not None:
+        ignore_threshold = check_range("ignore_threshold", ignore_default if ignore_threshold is None
+                                       else ignore_threshold, -1.0, 1.0)
+    if variant == PAPER:
+        return _paper_select(frames, ratio, num_segments, segment_threshold, context_ratio, anchor_period, beta,
+                             dpc_k, vision_attention)
+    num_frames, tokens_per_frame, _ = frames.shape
+    generator = torch.Generator().manual_seed(seed)
+    common = {"num_segments": num_segments, "threshold": segment_threshold, "context_ratio": context_ratio,
+              "anchor_period": anchor_period, "beta": beta, "dpc_k": dpc_k, "generator": generator}
+    if variant == VIDCOM2_QWEN:
+        keep, tokens = vidcom2_qwen_release(frames, ratio, ignore=ignore_threshold, **common)
+    else:
+        vision_attention_input("fastvid", vision_attention, num_frames, tokens_per_frame, frames.device)
+        attention = vision_attention.to(frames.device)  # its own dtype, as the release's attention
+        frames = frames.contiguous()
+        features = frames.mean(dim=1)  # Qwen2.5-VL's frame feature (the LLaVA MAP embedding is unavailable)
+        if version == LLAVA_OV:
+            keep, tokens = llava_ov_release(frames, ratio, attention, features, **common)
+        else:
+            options = LoopOptions(budgets=version, ignore=ignore_threshold)
+            keep, tokens = loop_release(frames, ratio, attention, features, options=options, **common)
+    logger.debug("fastvid %s %s: kept %d of %d", variant, version or "", keep.numel(), num_frames * tokens_per_frame)
+    return selection_from_positions(keep, num_frames, tokens_per_frame, tokens=tokens)
+
+
+def _paper_select(frames: torch.Tensor, ratio: float, num_segments: int, segment_threshold: float,
+                  context_ratio: float, anchor_period: int, beta: float, dpc_k: int,
+                  vision_attention: torch.Tensor | None) -> Selection:
+    """``variant="paper"``: the algorithm of the module docstring."""
     num_frames, tokens_per_frame, dim = frames.shape
     device = frames.device
     attention = vision_attention_input("fastvid", vision_attention, num_frames, tokens_per_frame, device)

@@ -15,6 +15,11 @@ from baselines.dyseg import (
     transition_similarities,
 )
 from baselines.fastvid import merge_into_anchors, segment_plan
+from baselines.fastvid_official import (
+    LoopOptions,
+    llava_ov_context_counts,
+    segment_budgets,
+)
 from vcast.synthetic_features import synthetic_video_features
 
 
@@ -36,12 +41,24 @@ def _select(frames: torch.Tensor, ratio: float, attention: torch.Tensor | None =
 
 
 def test_registered_with_official_defaults():
+    # tau, d and beta default to None, resolved per variant (paper: 0.9, 0.4, 0.6; see the variant tests).
     assert "fastvid" in vcast.available_methods()
     assert vcast.registry.method_inputs("fastvid") == ("vision_attention",)
+    assert vcast.registry.method_variants("fastvid") == ("paper", "official", "vidcom2_qwen")
     assert vcast.method_params("fastvid") == {
-        "num_segments": 8, "segment_threshold": 0.9, "context_ratio": 0.4,
-        "anchor_period": 4, "beta": 0.6, "dpc_k": 4,
+        "num_segments": 8, "segment_threshold": None, "context_ratio": None,
+        "anchor_period": 4, "beta": None, "dpc_k": 4, "ignore_threshold": None,
+        "variant": "paper", "version": None, "seed": 0,
     }
+
+
+def test_paper_defaults_are_unchanged():
+    frames = _video(12, 20, scene_cuts=(4, 9))
+    explicit = _select(frames, 0.3, segment_threshold=0.9, context_ratio=0.4, beta=0.6)
+    default = _select(frames, 0.3)
+    assert torch.equal(explicit.keep, default.keep) and torch.equal(explicit.tokens, default.tokens)
+    seeded = _select(frames, 0.3, seed=5)  # paper has no noise: the seed changes nothing
+    assert torch.equal(seeded.keep, default.keep) and torch.equal(seeded.tokens, default.tokens)
 
 
 @pytest.mark.parametrize("num_frames, tokens_per_frame, ratio, expected", [
@@ -315,3 +332,266 @@ def test_missing_or_misshaped_attention():
     bad[0, 0] = float("nan")
     with pytest.raises(ValueError, match="vision_attention"):
         _select(frames, 0.5, bad)
+
+
+# ----------------------------------------------------------------------------- variant="official"
+
+
+def _official(frames, ratio, attention=None, **params):
+    if attention is None:
+        attention = _attention(frames.shape[0], frames.shape[1])
+    return vcast.select(frames, ratio, method="fastvid", variant="official", vision_attention=attention, **params)
+
+
+def test_official_llava_ov_anchor_frame_distribution():
+    # C = 7 (P = 196, r = 0.1: R = 19, S = 12). A segment of L frames: the frames j with
+    # (L - 1 - j) % 4 == 0 get (7 L) // ceil(L / 4): L = 1 -> 7; L = 4 -> 28 on the last;
+    # L = 5 -> 35 // 2 = 17 on the first and the last; L = 3 -> 21 on the last.
+    counts = llava_ov_context_counts([1, 4, 5, 3], 13, 7, 4)
+    assert counts.tolist() == [7, 0, 0, 0, 28, 17, 0, 0, 0, 17, 0, 0, 21]
+    # p = 2, L = 3, C = 1: (1 * 3) // 2 = 1 = C, so frames 0 and 2 fall under the single-frame rule.
+    assert llava_ov_context_counts([3], 3, 1, 2).tolist() == [1, 0, 1]
+
+
+def test_official_llava_ov_per_frame_budgets_with_planted_cuts():
+    # Three scenes of 3, 3, 2 frames; c = 3 cuts exactly the two scene changes (tau = -1 adds none).
+    # P = 10, r = 0.5: R = int(5.0) = 5, S = 5 - int(5 * 0.4) = 3, C = 2. Segment of 3 (p = 4):
+    # 2 * 3 // 1 = 6 context on its last frame; segment of 2: 4 on its last frame.
+    frames = _video(8, 10, dim=12, scene_cuts=(3, 6), event_length=0)
+    sel = _official(frames, 0.5, num_segments=3, segment_threshold=-1.0)
+    assert sel.budgets.tolist() == [3, 3, 9, 3, 3, 9, 3, 7]
+    assert sel.tokens.dtype == torch.float32
+
+
+def _tie_frames(dtype=torch.float32):
+    """T = 2 identical frames of P = 6, D = 2: two salient tokens (attention 9, 8), then
+    a = (2, 1) and three copies of (1, 1). R = int(3.0) = 3, S = 3 - int(1.2) = 2, C = 1."""
+    frame = torch.tensor([[5.0, -1.0], [-1.0, 5.0], [2.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    attention = torch.tensor([[9.0, 8.0, 1.0, 1.0, 1.0, 1.0]] * 2)
+    return torch.stack([frame, frame]).to(dtype), attention
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 7])
+def test_official_llava_ov_noise_decides_density_ties(seed):
+    # c = 2 cuts the only transition: two single-frame segments, one anchor each among the four
+    # non-salient tokens. The three copies of (1, 1) tie in density (exp(-0.5 / 4)); the one with the
+    # largest noise of the release's single [T, P - S] = [2, 4] draw is the densest, with delta = the
+    # largest distance, and wins; the other two have delta = 0, and a's score is lower.
+    frames, attention = _tie_frames()
+    noise = torch.rand(2, 4, generator=torch.Generator().manual_seed(seed))
+    expected = [t * 6 + 3 + int(torch.argmax(noise[t, 1:])) for t in range(2)]
+    sel = _official(frames, 0.5, attention, num_segments=2, seed=seed)
+    assert sel.keep.tolist() == [0, 1, expected[0], 6, 7, expected[1]]
+    # Merged: all four non-salient tokens (the anchor included) join the single anchor:
+    # w = max(1 / 5, 0.6) = 0.6, mean = ((2 + 3) / 4, 1) -> 0.6 (1, 1) + 0.4 (1.25, 1) = (1.1, 1).
+    torch.testing.assert_close(sel.tokens[2], torch.tensor([1.1, 1.0]))
+    assert torch.equal(sel.tokens[:2], frames[0, :2])
+
+
+def test_official_llava_ov_merge_is_bf16_arithmetic():
+    # In bf16 the weight is bf16(0.6) = 0.6015625 and 1 - w = 0.3984375; 0.3984375 * 1.25 =
+    # 0.498046875 (exact), 0.6015625 + 0.498046875 = 1.099609375 -> bf16 1.1015625 (spacing 1/128).
+    frames, attention = _tie_frames(torch.bfloat16)
+    sel = _official(frames, 0.5, attention.bfloat16(), num_segments=2)
+    assert sel.tokens.dtype == torch.bfloat16
+    assert sel.tokens[2].float().tolist() == [1.1015625, 1.0]
+    high = _official(frames.float(), 0.5, attention, num_segments=2)
+    assert torch.equal(high.keep, sel.keep)
+    assert high.tokens[2].tolist() == [pytest.approx(1.1, abs=1e-6), 1.0]
+
+
+def _bf16_cut_video() -> torch.Tensor:
+    """Two frames of 8 identical tokens: (1, 0) and (200, 99) / 256. Their cosine is 0.89621 in
+    float32 (a cut at tau = 0.9). With the release's bf16 normalisation it is 0.8984375, and the
+    release compares the bf16 tensor with the Python 0.9, which torch casts to bf16(0.9) = 0.8984375:
+    not below, so no cut."""
+    frames = torch.empty(2, 8, 2)
+    frames[0] = torch.tensor([1.0, 0.0])
+    frames[1] = torch.tensor([200.0, 99.0]) / 256
+    return frames
+
+
+def test_official_dyseg_runs_in_the_input_dtype_and_paper_does_not():
+    frames = _bf16_cut_video()
+    attention = torch.linspace(1, 2, 8).expand(2, 8).contiguous()
+    # P = 8, r = 0.5: R = 4, S = 3, C = 1. float32: the cut gives two single-frame segments.
+    high = _official(frames, 0.5, attention, num_segments=1, segment_threshold=0.9)
+    assert high.budgets.tolist() == [4, 4]
+    # bf16: no cut -> one segment of 2 frames, (1 * 2) // 1 = 2 context tokens on frame 1.
+    low = _official(frames.bfloat16(), 0.5, attention, num_segments=1, segment_threshold=0.9)
+    assert low.budgets.tolist() == [3, 5]
+    # paper: float32 scores whatever the input dtype (B = 8 over two segments of 1).
+    paper_high = _select(frames, 0.5, attention, num_segments=1, segment_threshold=0.9)
+    paper_low = _select(frames.bfloat16(), 0.5, attention, num_segments=1, segment_threshold=0.9)
+    assert paper_high.budgets.tolist() == paper_low.budgets.tolist() == [4, 4]
+    assert torch.equal(paper_high.keep, paper_low.keep)
+
+
+@pytest.mark.parametrize("version", ["llava_ov", "llava_video", "qwen2_5_vl"])
+def test_official_dyseg_raises_like_the_release_for_short_videos(version):
+    frames = _video(5, 16)
+    with pytest.raises(ValueError, match=r"T - 1 >= c - 1"):
+        _official(frames, 0.25, version=version)  # c = 8 needs 7 transitions, T - 1 = 4
+    assert _official(frames, 0.5, version=version, num_segments=5, segment_threshold=0.0).keep.numel() > 0
+
+
+def test_official_llava_ov_single_frame_and_no_cut():
+    # T = 1, c = 1: no transition and no cut -> one single-frame segment (the parallel version copes).
+    frames = _video(1, 20)
+    sel = _official(frames, 0.5, num_segments=1)
+    assert sel.budgets.tolist() == [10]  # R = 10, S = 10 - 4 = 6, C = 4
+
+
+def test_official_loop_versions_need_a_cut():
+    frames = _video(6, 16)
+    with pytest.raises(ValueError, match="no cut"):
+        _official(frames, 0.5, version="llava_video", num_segments=1, segment_threshold=-1.0)
+
+
+def test_official_llava_ov_refuses_zero_context():
+    # P = 9, r = 0.25: R = 2, S = 2 - int(0.8) = 2, C = 0: the release's argmax over no anchor raises.
+    with pytest.raises(ValueError, match="C = R - S = 0"):
+        _official(_video(8, 9), 0.25)
+
+
+def test_loop_budgets_llava_video_split():
+    # R = 8, L = 3, d = 0.4: R L = 24, C = int(9.6) = 9, S = 15 -> [5, 5, 5]; ceil(3 / 4) = 1 anchor
+    # frame, the last. L = 5, p = 2: 40, C = 16, S = 24 -> [5, 5, 5, 5, 4]; 3 chunks [6, 5, 5] on
+    # frames 4, 2, 0 (reversed list).
+    options = LoopOptions("llava_video")
+    assert segment_budgets(3, 8, 16, torch.zeros(3, 2), 0.4, 4, options) == ([5, 5, 5], [0, 0, 9], 24)
+    assert segment_budgets(5, 8, 16, torch.zeros(5, 2), 0.4, 2, options) == ([5, 5, 5, 5, 4], [5, 0, 5, 0, 6], 40)
+
+
+def test_loop_budgets_ignore_subsegments_and_caps():
+    # Unit features of frames 0, 1 equal, 2, 3 equal, cosine 0.707 between: sub-segments [2, 2].
+    unit = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [1.0, 1.0]]), dim=-1)
+    # Qwen2.5-VL: R L = 32, C = max(int(12.8), 1) = 12, S = 20 -> [10, 10] over the sub-segments;
+    # C to the last sub-segment, capped at P // 2 = 8, its salient at P - 8 = 8: only the last frame of
+    # each sub-segment gets tokens, and the caps drop 6 of the 32.
+    qwen = LoopOptions("qwen2_5_vl", ignore=0.95)
+    assert segment_budgets(4, 8, 16, unit, 0.4, 4, qwen) == ([0, 10, 0, 8], [0, 0, 0, 8], 32)
+    # VidCom2 (d = 0.5): C = 16, S = 16 -> [8, 8]; C capped at 8, salient min(8, 16 - 8) = 8.
+    port = LoopOptions("vidcom2_qwen", ignore=0.99, vidcom2=True)
+    assert segment_budgets(4, 8, 16, unit, 0.5, 4, port) == ([0, 8, 0, 8], [0, 0, 0, 8], 32)
+    # The context floor: R = 2, one frame, d = 0.4: int(0.8) = 0 -> Qwen2.5-VL and VidCom2 take 1.
+    assert segment_budgets(1, 2, 16, unit[:1], 0.4, 4, LoopOptions("llava_video")) == ([2], [0], 2)
+    assert segment_budgets(1, 2, 16, unit[:1], 0.4, 4, qwen) == ([1], [1], 2)
+    assert segment_budgets(1, 2, 16, unit[:1], 0.4, 4, port) == ([1], [1], 2)
+
+
+def test_official_versions_resolve_their_defaults():
+    frames = _video(10, 25, scene_cuts=(5,))
+    for version, explicit in [
+        ("llava_ov", {"segment_threshold": 0.9, "context_ratio": 0.4, "beta": 0.6}),
+        ("llava_video", {"segment_threshold": 0.9, "context_ratio": 0.4, "beta": 0.6}),
+        ("qwen2_5_vl", {"segment_threshold": 0.84, "context_ratio": 0.4, "beta": 0.6, "ignore_threshold": 0.95}),
+    ]:
+        default = _official(frames, 0.3, version=version, num_segments=4)
+        given = _official(frames, 0.3, version=version, num_segments=4, **explicit)
+        assert torch.equal(default.keep, given.keep) and torch.equal(default.tokens, given.tokens)
+    assert torch.equal(_official(frames, 0.3, num_segments=4).keep,
+                       _official(frames, 0.3, version="llava_ov", num_segments=4).keep)
+
+
+def test_official_seeded_and_global_rng_untouched():
+    frames = _video(10, 30, scene_cuts=(4,))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    first = _official(frames, 0.3, num_segments=4, seed=11)
+    assert torch.equal(torch.rand(3), expected)
+    second = _official(frames, 0.3, num_segments=4, seed=11)
+    assert torch.equal(first.keep, second.keep) and torch.equal(first.tokens, second.tokens)
+
+
+# ----------------------------------------------------------------------------- variant="vidcom2_qwen"
+
+
+def _vidcom2(frames, ratio, **params):
+    return vcast.select(frames, ratio, method="fastvid", variant="vidcom2_qwen", **params)
+
+
+def _two_scene_video() -> torch.Tensor:
+    """T = 8, P = 16, D = 8: scenes 0-3 and 4-7; in each, frames (0, 1) equal and (2, 3) equal,
+    shifted from them (cosine of the frame means between 0.84 and 0.99). Token 5 of each scene's
+    first pair has 10 x the norm of the others."""
+    g = torch.Generator().manual_seed(0)
+    frames = []
+    for axis in (0, 1):
+        direction = torch.zeros(8)
+        direction[axis] = 2.0
+        first = torch.randn(16, 8, generator=g) * 0.3 + direction
+        first[5] *= 10
+        second = first + 0.3 * torch.randn(1, 8, generator=g)
+        frames += [first, first.clone(), second, second.clone()]
+    return torch.stack(frames)
+
+
+def test_vidcom2_qwen_ignore_subsegments_and_l2_salience():
+    frames = _two_scene_video()
+    unit = torch.nn.functional.normalize(frames.mean(1), dim=-1)
+    similarity = (unit[:-1] * unit[1:]).sum(1)
+    assert similarity[[0, 2, 4, 6]].min() > 0.9999 and similarity[3] < 0.84
+    assert 0.84 < similarity[1] < 0.99 and 0.84 < similarity[5] < 0.99
+    # c = 2: one cut (transition 3); sub-segments [2, 2] per scene (ignore = 0.99); R = 8; each
+    # scene as in test_loop_budgets_ignore_subsegments_and_caps (vidcom2): [0, 8, 0, 16].
+    sel = _vidcom2(frames, 0.5, num_segments=2)
+    assert sel.budgets.tolist() == [0, 8, 0, 16, 0, 8, 0, 16]
+    # The largest-norm token of frame 1 is salient and kept as it is.
+    row = sel.keep.tolist().index(16 + 5)
+    assert torch.equal(sel.tokens[row], frames[1, 5])
+    # vision_attention is ignored (the L2 norm replaces it).
+    with_attention = _vidcom2(frames, 0.5, num_segments=2, vision_attention=torch.rand(8, 16))
+    assert torch.equal(with_attention.keep, sel.keep) and torch.equal(with_attention.tokens, sel.tokens)
+
+
+def test_vidcom2_qwen_defaults_and_bf16():
+    frames = _two_scene_video()
+    default = _vidcom2(frames, 0.5, num_segments=2)
+    explicit = _vidcom2(frames, 0.5, num_segments=2, segment_threshold=0.84, ignore_threshold=0.99,
+                        context_ratio=0.5, beta=0.5, anchor_period=4, dpc_k=4)
+    assert torch.equal(default.keep, explicit.keep) and torch.equal(default.tokens, explicit.tokens)
+    low = _vidcom2(frames.bfloat16(), 0.5, num_segments=2)
+    assert low.tokens.dtype == torch.bfloat16
+    assert torch.equal(low.keep, default.keep)
+    # The merge runs in bf16: not the float32 result rounded once.
+    merged = [i for i, k in enumerate(default.keep.tolist()) if k // 16 == 3 and k % 16 != 5]
+    assert not torch.equal(low.tokens[merged], default.tokens[merged].bfloat16())
+
+
+def test_vidcom2_qwen_guards_short_videos_and_keeps_all_at_ratio_one():
+    frames = _video(3, 16)
+    sel = _vidcom2(frames, 0.5)  # c = 8 > T: k = min(c - 1, T - 1) = 2 lowest transitions
+    assert sel.budgets.tolist() == [8, 8, 8]  # three single-frame segments, R = 8 each
+    whole = _vidcom2(frames, 1.0)
+    assert whole.keep.tolist() == list(range(48)) and torch.equal(whole.tokens, frames.reshape(48, -1))
+
+
+def test_vidcom2_qwen_seed_decides_density_ties():
+    frames = torch.randint(0, 2, (6, 16, 4), generator=torch.Generator().manual_seed(3)).float()
+    keeps = {tuple(_vidcom2(frames, 0.3, seed=seed).keep.tolist()) for seed in range(6)}
+    assert len(keeps) > 1
+    again = _vidcom2(frames, 0.3, seed=4)
+    assert torch.equal(again.keep, _vidcom2(frames, 0.3, seed=4).keep)
+
+
+# ----------------------------------------------------------------------------- variant refusals
+
+
+def test_unknown_variant_and_misplaced_version_are_refused():
+    frames = _video(8, 16)
+    with pytest.raises(ValueError, match="'clean'"):
+        _select(frames, 0.5, variant="clean")
+    with pytest.raises(ValueError, match="version"):
+        _official(frames, 0.5, version="llava_next")
+    with pytest.raises(ValueError, match="version"):
+        _select(frames, 0.5, version="llava_ov")
+    with pytest.raises(ValueError, match="ignore_threshold"):
+        _official(frames, 0.5, ignore_threshold=0.9)
+    with pytest.raises(ValueError, match="ignore_threshold"):
+        _select(frames, 0.5, ignore_threshold=0.9)
+    with pytest.raises(ValueError, match="seed"):
+        _official(frames, 0.5, seed=-1)
+    with pytest.raises(ValueError, match="vision_attention"):
+        vcast.select(frames, 0.5, method="fastvid", variant="official")

@@ -97,20 +97,24 @@ def attach(
     return handle
 
 
+STAND_IN_FRAMES = 16
+
+
 def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> None:
     """Fail at attach, not in the middle of a forward: one selection on a small random video.
 
-    P = 1024 is larger than any model's tokens per frame, so only values invalid for every
+    P = 1024 is larger than any model's tokens per frame, and T = 16 temporal units are as many
+    as the official FastVID's DySeg needs (T - 1 >= 7), so only values invalid for every real
     video are refused here (``k_min`` above the real P is still caught at the first call).
     """
     generator = torch.Generator().manual_seed(0)
-    frames = torch.randn(4, 1024, 8, generator=generator)
-    inputs = stand_in_inputs(method_inputs(method), 4, (32, 32), 8, generator)
+    frames = torch.randn(STAND_IN_FRAMES, 1024, 8, generator=generator)
+    inputs = stand_in_inputs(method_inputs(method), STAND_IN_FRAMES, (32, 32), 8, generator)
     try:
         select(frames, ratio, method=method, **params, **inputs)
     except ValueError as error:
-        raise ValueError(f"invalid parameters for method {method!r} (checked on a 4 x 1024-token test video): "
-                         f"{error}") from None
+        raise ValueError(f"invalid parameters for method {method!r} (checked on a {STAND_IN_FRAMES} x 1024-token "
+                         f"test video): {error}") from None
 
 
 def _forget(model: nn.Module, handle: PruningHandle) -> None:
