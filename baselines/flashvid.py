@@ -2,20 +2,41 @@
 the LLM, then one FastV-style drop inside it.
 
 Paper: "FlashVID: Efficient Video Large Language Models via Training-free Tree-based
-Spatiotemporal Token Merging" (Fan et al., ICLR 2026). Official code followed:
-Fanziyang-v/FlashVID@1d37422 (reference_methods.md section 8: ``flashvid/utils.py`` L23-349 and
-``token_selection.py`` for the vision side, ``fastv_prune`` L352-406 for the in-LLM step).
+Spatiotemporal Token Merging" (Fan et al., ICLR 2026). Official code: Fanziyang-v/FlashVID@1d37422
+(the mirror's HEAD is that commit; reference_methods.md section 8: ``flashvid/utils.py`` L23-349
+and ``token_selection.py`` for the vision side, ``fastv_prune`` L352-406 for the in-LLM step).
 
-Two registered names:
+Two registered names, each with ``variant="paper"`` (default) and ``variant="official"``:
 
 * ``flashvid_merge`` (an ordinary compressor, model input ``vision_attention``): the vision side.
-* ``flashvid`` (an in-LLM planner): ``flashvid_merge`` before the LLM, then one drop before layer
-  ``K`` keeping the ``ceil(N * llm_retention)`` video tokens most attended by the last prompt
-  token at layer ``K - 1`` (the tokens keep their original positions; the KV cache of layers
-  ``< K`` keeps everything; decode steps do not prune).
+* ``flashvid`` (an in-LLM planner): ``flashvid_merge`` (same variant) before the LLM, then one drop
+  before layer ``K`` keeping the ``ceil(N * llm_retention)`` video tokens most attended by the
+  last prompt token at layer ``K - 1`` (the tokens keep their original positions; the KV cache of
+  layers ``< K`` keeps everything; decode steps do not prune).
 
-Vision side on ``frames`` [T, P, D] (every score in float32), ratio ``r`` = FlashVID's
-``retention_ratio``:
+``variant="official"``: the release bit for bit, in the input dtype where it computes in it
+(:mod:`baselines.flashvid_official`, whose header lists every step, dtype and quirk): the tree
+merge keeps the release's count (a root holds ``sum / (1 + direct children)``, e.g. 1.5 times the
+mean for a 3-frame chain), single-frame segments cluster all ``P`` tokens, ``attn_div_v2`` does
+not mask picked tokens, float budgets (``ceil`` of float products), DPC-kNN noise
+``torch.rand * 1e-6`` drawn from ``torch.Generator().manual_seed(seed)`` (``seed = 0``). Output
+tokens in ``frames``' dtype. Measured against the release loaded at run time on CPU, one thread
+(``/work/main/.venv/bin/python /work/scratch/flashvid/compare.py``; random, common-offset,
+nearly static, piecewise-static and quantised/duplicated-token videos, T = 1..32, P = 2..196,
+D = 4..64, r = 0.05..0.6, both selections, min_segment_num 4 / 8, plus 20 edge settings x 5
+videos: T = 1, P = 1 / 2, the float-artefact ratio 0.28 at P = 100, r = 0.8 / 0.9, alpha 0 / 0.3
+/ 1, thresholds -1 / 0 / 1, min_segment_num > T): kept indices and tokens bitwise equal in
+fp32 200/200 + 100/100 edge, bf16 200/200 + 100/100 edge (19 edge cases per dtype raise in
+both: a ValueError here), and 8/8 per dtype at full size (T = 32, P = 196; T = 16, P = 247). The one thing :class:`vcast.Selection` cannot hold: the release can
+put two outputs at one index (a single-frame segment's cluster centre on an ADTS token, which
+happens in nearly every single-frame segment; ``attn_div_v2`` picking a token twice). Here the
+last in the release's order is kept (the value its Qwen3-VL code writes into that slot); the
+release's sequence holds one more token there (the slot twice on Qwen3-VL, the other token
+beside it on LLaVA). The comparison applies the same rule to the release's output; about 40%
+of those random cases had at least one such index.
+
+``variant="paper"``, vision side on ``frames`` [T, P, D] (every score in float32), ratio ``r`` =
+FlashVID's ``retention_ratio``:
 
 1. Budget per frame ``b = ceil(P * r * expansion)`` (capped at P), of which ``A = ceil(b * alpha)``
    are ADTS tokens and ``S = b - A`` are spatio-temporal (STTM) tokens.
@@ -32,29 +53,45 @@ Vision side on ``frames`` [T, P, D] (every score in float32), ratio ``r`` = Flas
    cosine > ``temporal_threshold``. Lower bound: if fewer than ``b * L`` tokens (ADTS and all of
    frame 0 included) would stay, only the tokens whose similarity exceeds the
    ``(L * P - b * L)``-th largest similarity (but at least ``-1 + 1e-6``) merge. Trees are
-   accumulated from the last frame to the first; a root's token is the mean of its tree and it
-   keeps its own position (the earliest frame of the tree).
+   accumulated from the last frame to the first; a root's token is the **true mean** of its tree
+   (the paper's temporal average; not the release's ``sum / (1 + direct children)``) and it keeps
+   its own position (the earliest frame of the tree).
 5. Spatial DPC-kNN per segment: with ``N`` roots and ``S * L`` STTM tokens, if ``N > S * L``
    each frame with ``n_t`` roots keeps ``c_t = ceil(n_t * S * L / N)`` DPC-kNN clusters of its
    roots (``k = min(c_t, 7)``; every root joins the nearest centre, Euclidean); the token is the
    plain mean of the cluster and takes the centre's position. Otherwise every root stays.
 6. Output sorted by position; ADTS tokens are the input tokens, the others merged ([K, D] float32).
 
-Kept count (the official definition, not ``floor(r T P)``): per segment ``A * L`` ADTS tokens plus
-``sum_t c_t`` (or ``N`` when ``N <= S * L``; 0 when ``S = 0``). The lower bound leaves
+Kept count (``paper``; the official definition, not ``floor(r T P)``): per segment ``A * L`` ADTS
+tokens plus ``sum_t c_t`` (or ``N`` when ``N <= S * L``; 0 when ``S = 0``). The lower bound leaves
 ``N >= S * L`` roots, so a segment of ``L`` frames keeps between ``b * L`` and ``b * L + L - 1``
 (the ceil surplus of ``sum_t c_t``) and a single-frame segment exactly ``b``:
 ``T * b <= K <= T * b + T - #segments``, and ``K = T * b`` when every frame is its own segment
-(e.g. T = 1, or T <= min_segment_num).
+(e.g. T = 1, or T <= min_segment_num). (``official``: single-frame segments keep ``A`` plus
+``ceil(P * (S / P))`` cluster tokens, before index collisions are removed.)
 
-Defaults (official config and scripts): ``alpha = 0.7``, ``expansion = 1.25``,
+Defaults (official config and scripts, both variants): ``alpha = 0.7``, ``expansion = 1.25``,
 ``segment_threshold = 0.9``, ``temporal_threshold = 0.8``; the compressor's own defaults are the
-config's (``min_segment_num = 8``, ``selection = "attn_div_v2"``, the LLaVA scripts). The planner
+wrapper's (``min_segment_num = 8``, ``selection = "attn_div_v2"``, the LLaVA scripts). The planner
 picks per family when a value is None: LLaVA-OneVision (and LLaVA-Video) ``K = 20`` of 28 layers,
-``llm_retention = 0.3``, ``min_segment_num = 8``, ``attn_div_v2``; Qwen3-VL ``K = 28`` of 36,
-``llm_retention = 0.1``, ``min_segment_num = 4``, ``attn_div``. Other depths scale ``K`` with
+``llm_retention = 0.3``, ``min_segment_num = 8``, ``attn_div_v2`` (``scripts/llava_ov.sh``,
+``llava_vid.sh``); Qwen3-VL ``K = 28`` of 36, ``llm_retention = 0.1``, ``min_segment_num = 4``,
+``attn_div`` (v1; ``scripts/qwen3_vl.sh``). Other depths scale ``K`` with
 :func:`vcast.models.llm_plan.layer_scaled` (tiny models: 1 of 2 layers, 2 of 3). The defaults do
 not depend on ``r`` (the scripts have no per-ratio table).
+
+In-LLM step per variant: ``paper`` keeps ``ceil(N * llm_retention)`` on the exact decimal value,
+ranks float32 scores, ties to the lower index. ``official`` keeps the release's
+``math.ceil(N * llm_retention)`` (Python float product: ``100 * 0.07 -> 8``) by
+``topk(count).indices.sort()`` (its tie order) of the head mean **in the model's dtype** of the
+release's manual row (``LLMPlan.score_dtype = "model"``: ``q k^T`` scaled in the model's dtype,
+float32 softmax rounded to that dtype; ``score_scale`` ``"multiply"`` by ``scaling`` on LLaVA,
+``modeling_qwen2.py`` L202-207, ``"divide"`` by ``sqrt(head_dim)`` on Qwen3-VL,
+``modeling_qwen3_vl.py`` L582-589). The rows themselves are computed by
+:mod:`vcast.models.attention_rows` (not this module): in bf16 the head mean has many exact ties,
+so the ``topk`` tie order decides real choices, and a GPU's one-row GEMM can round a logit
+differently from the release's kernel. The choice given the same rows: 300/300 fp32 and 300/300
+bf16 equal to the release's ``fastv_prune`` (``/work/scratch/flashvid/compare_llm.py``).
 
 Meaning of ``r`` for ``flashvid``: the retention ratio of the official code. The pre-LLM step
 keeps about ``r * expansion`` of the video tokens, the drop keeps ``llm_retention`` of those, so
@@ -65,37 +102,46 @@ differs (the engine reports it next to ``r``).
 Model input: ``vision_attention`` [T, P] (supplied by the adapters in :mod:`vcast.models`), the
 attention each token received in the vision encoder's last layer, averaged over heads and
 queries, pooled onto the LLM token grid: the official LLaVA SigLIP column mean, and the official
-Qwen3-VL per-temporal-patch softmax averaged over each 2x2 merge unit.
-Scores: ``scores="rows"`` (default) recomputes the last prompt token's attention row next to SDPA
-/ FlashAttention (the official code also computes that one row under FA2); ``scores="eager"``
-reads it from the eager attention's weights.
+Qwen3-VL per-temporal-patch softmax averaged over each 2x2 merge unit (the release computes both
+in the model's dtype; ``official`` upcasts what it is given, as the release does, so bf16 values
+pass through exactly). Scores: ``scores="rows"`` (default) recomputes the last prompt token's
+attention row next to SDPA / FlashAttention (the official code also computes that one row under
+FA2); ``scores="eager"`` reads it from the eager attention's weights.
 
-Deliberate deviations from the official code:
+Deliberate deviations of ``variant="paper"`` from the official code (``official`` has none but
+the index collisions above and the refusals where the release fails):
 
+* tree merge: a root is the true mean of its tree; the release adds each merged token's whole
+  accumulated sum into its parent but 1 per direct child to the parent's count, so a root holds
+  ``sum / (1 + direct children)`` (1.5x the mean for a 3-frame chain), which changes merged
+  values, then cluster centres, in every multi-frame segment with a chain;
 * single-frame segments: the official code clusters all P tokens of the frame, ADTS ones
   included, so a cluster centre can take the position of an ADTS token (two outputs at one
   place). Here their roots are the non-ADTS tokens, as in longer segments: the same count
   ``A + S = b``, no shared position;
 * ``attn_div_v2`` excludes already picked tokens from later picks (the official v2 does not mask
-  them and can pick a token twice in degenerate cases; v1 masks them with -1, here -inf); the
+  them and can pick a token twice, e.g. when ``rel_j < 0``; v1 masks them with -1, here -inf); the
   official ``x 1e6`` attention scale is dropped (it only mattered against that -1);
 * counts use the exact decimal values: ``ceil(P * r * expansion)``, ``ceil(b * alpha)``,
   ``ceil(N * llm_retention)`` on the decimal values as written, and ``c_t`` in integers
   (the official float products can add one: ``100 * 0.28 * 1.25 = 35.00000000000001 -> 36``,
   ``100 * 0.07 = 7.000000000000001 -> 8``);
-* ``b`` is capped at P (the official code fails for ``P * r * expansion > P``, i.e. r > 0.8);
+* ``b`` is capped at P (the official code fails for ``P * r * expansion > P``, i.e. r > 0.8, in
+  every multi-frame segment);
 * extra segmentation cuts are taken among the transitions that are not cuts yet (the official
   top-k can re-pick an existing cut and build an empty segment when ``min_segment_num > T``);
 * DPC-kNN without the ``rand * 1e-6`` density noise (:mod:`baselines.dpc_knn`: density ties to
   the lower index; the densest token's distance is its own farthest neighbour where the official
   code takes the largest distance of the frame); every other tie goes to the lower index;
-* everything is computed in float32 (the official merge runs in the model dtype, in place) and
-  zero vectors get cosine 0 instead of NaN; ``temporal_threshold = 1`` merges nothing (the
-  official code skips the step and then divides by zero);
-* integration (the engine's, documented here): the official Qwen3-VL code also drops every
-  ``<vision_start>``/``<vision_end>`` token and LLaVA counts the newline tokens among the tokens
-  its FastV step ranks; here both stay and only video tokens are ranked. Every batch row and
-  every video of a row are handled (the official code asserts batch 1, one video).
+* everything is computed in float32 (the official segmentation, tree merge and cluster means run
+  in the model dtype, in place; its ADTS and DPC distances upcast) and zero vectors get cosine 0
+  instead of NaN; ``temporal_threshold = 1`` merges nothing (the official code skips the step and
+  then divides by zero);
+* integration (the engine's, both variants, documented here): the official Qwen3-VL code also
+  drops every ``<vision_start>``/``<vision_end>`` token, and LLaVA counts the newline tokens among
+  the tokens its FastV step ranks (``N`` includes them; frame mode: one per frame); here both
+  stay and only video tokens are counted and ranked. Every batch row and every video of a row
+  are handled (the official code asserts batch 1, one video).
 """
 
 from __future__ import annotations
@@ -117,6 +163,11 @@ from baselines.dpc_knn import (
     top_indices,
 )
 from baselines.fastv import last_token_scores
+from baselines.flashvid_official import (
+    flashvid_merge_official,
+    official_llm_count,
+    official_top,
+)
 from baselines.model_inputs import vision_attention_input
 from baselines.selection_output import selection_from_positions
 from vcast.models.llm_plan import (
@@ -131,10 +182,12 @@ from vcast.models.llm_plan import (
 from vcast.registry import register_llm_method, register_method
 from vcast.selection import Selection
 from vcast.validation import check_choice, check_int, check_positive, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 SELECTIONS = ("attn_div", "attn_div_v2")
+VARIANTS = (PAPER, OFFICIAL)
 DPC_MAX_K = 7  # official k = min(clusters, 7)
 
 
@@ -147,13 +200,16 @@ class FamilyDefaults:
     llm_retention: float
     min_segment_num: int
     selection: str
+    score_scale: str  # how the release's manual score row scales q k^T (differs in bf16)
 
 
 FAMILY_DEFAULTS = {
+    # modeling_qwen2.py L202-207: ``q k^T * self.scaling``
     "LLaVA-OneVision": FamilyDefaults(layer=20, reference_layers=28, llm_retention=0.3, min_segment_num=8,
-                                      selection="attn_div_v2"),
+                                      selection="attn_div_v2", score_scale="multiply"),
+    # modeling_qwen3_vl.py L582-589: ``q k^T / self.head_dim ** 0.5``
     "Qwen3-VL": FamilyDefaults(layer=28, reference_layers=36, llm_retention=0.1, min_segment_num=4,
-                               selection="attn_div"),
+                               selection="attn_div", score_scale="divide"),
 }
 
 
@@ -302,21 +358,34 @@ def check_merge_params(selection: str, alpha: float, expansion: float, segment_t
     check_range("temporal_threshold", temporal_threshold, -1.0, 1.0)
 
 
-@register_method("flashvid_merge", inputs=("vision_attention",))
+@register_method("flashvid_merge", inputs=("vision_attention",), variants=VARIANTS)
 def flashvid_merge_select(frames: torch.Tensor, ratio: float, *, selection: str = "attn_div_v2",
                           alpha: float = 0.7, expansion: float = 1.25, segment_threshold: float = 0.9,
                           min_segment_num: int = 8, temporal_threshold: float = 0.8,
-                          vision_attention: torch.Tensor | None = None) -> Selection:
+                          vision_attention: torch.Tensor | None = None, variant: str = PAPER,
+                          seed: int = 0) -> Selection:
     """FlashVID's vision side on ``frames`` [T, P, D]; see the module docstring.
 
+    ``variant="official"`` runs :func:`baselines.flashvid_official.flashvid_merge_official` (the
+    release in ``frames``' dtype; ``seed`` seeds its DPC-kNN noise). ``seed`` is unused by
+    ``"paper"`` (no noise).
+
     Returns:
-        Selection with ``tokens`` [K, D] float32 (ADTS tokens unchanged, tree / cluster means at
-        their root's / centre's position); K follows the official per-frame ceil rule.
+        Selection with ``tokens`` [K, D] (``paper``: float32; ``official``: ``frames``' dtype; ADTS
+        tokens unchanged, tree / cluster merges at their root's / centre's position); K follows the
+        official per-frame ceil rule.
     """
+    variant = check_variant("flashvid_merge", variant, VARIANTS)
     check_merge_params(selection, alpha, expansion, segment_threshold, min_segment_num, temporal_threshold)
+    seed = check_int("seed", seed, 0)
     num_frames, tokens_per_frame, _ = frames.shape
     attention = vision_attention_input("flashvid_merge", vision_attention, num_frames, tokens_per_frame,
                                        frames.device)
+    if variant == OFFICIAL:
+        return flashvid_merge_official(frames, ratio, attention, selection=selection, alpha=alpha,
+                                       expansion=expansion, segment_threshold=segment_threshold,
+                                       min_segment_num=min_segment_num, temporal_threshold=temporal_threshold,
+                                       seed=seed)
     features = frames.float()
     budget, adts, sttm = frame_budget(tokens_per_frame, ratio, expansion, alpha)
     lengths = segment_lengths(features.mean(1), segment_threshold, min_segment_num)
@@ -357,14 +426,24 @@ def keep_top_attention(inputs: StageInputs, retention: float) -> StageChoice:
     return StageChoice(keep=top_indices(last_token_scores(inputs), count))
 
 
-@register_llm_method("flashvid", inputs=("vision_attention",))
+def keep_top_attention_official(inputs: StageInputs, retention: float) -> StageChoice:
+    """The release's ``fastv_prune`` choice: ``math.ceil(N * retention)`` (float product) by
+    ``topk`` of the head-mean last-token row in the attention's dtype, then sorted."""
+    count = official_llm_count(inputs.visual.numel(), retention)
+    return StageChoice(keep=official_top(last_token_scores(inputs), count))
+
+
+@register_llm_method("flashvid", inputs=("vision_attention",), variants=VARIANTS)
 def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: int | None = None,
                   llm_retention: float | None = None, min_segment_num: int | None = None,
                   selection: str | None = None, alpha: float = 0.7, expansion: float = 1.25,
                   segment_threshold: float = 0.9, temporal_threshold: float = 0.8,
-                  scores: str = "rows") -> LLMPlan:
+                  scores: str = "rows", variant: str = PAPER, seed: int = 0) -> LLMPlan:
     """``flashvid_merge`` before the LLM, one top-attention drop before ``layer``; None values take
-    the official value of ``llm.family`` (see the module docstring)."""
+    the official value of ``llm.family`` (see the module docstring). ``variant`` applies to both
+    steps; ``seed`` is passed to the pre-LLM step under ``"official"``."""
+    variant = check_variant("flashvid", variant, VARIANTS)
+    seed = check_int("seed", seed, 0)
     defaults = FAMILY_DEFAULTS.get(llm.family)
     if defaults is None and None in (layer, llm_retention, min_segment_num, selection):
         raise ValueError(f"flashvid has official defaults for {', '.join(FAMILY_DEFAULTS)} only, not for family "
@@ -380,9 +459,20 @@ def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: int | None = None,
     selection = defaults.selection if selection is None else selection
     check_merge_params(selection, alpha, expansion, segment_threshold, min_segment_num, temporal_threshold)
     scores = check_choice("scores", scores, SCORE_MODES)
-    stage = LLMStage(layer=layer, queries="last", choose=partial(keep_top_attention, retention=float(llm_retention)))
     pre_params = {"selection": selection, "alpha": alpha, "expansion": expansion,
                   "segment_threshold": segment_threshold, "min_segment_num": min_segment_num,
                   "temporal_threshold": temporal_threshold}
-    return LLMPlan(stages=(stage,), pre_method="flashvid_merge", pre_ratio=ratio, pre_params=pre_params,
-                   positions="original", scores=scores)
+    if variant == PAPER:
+        stage = LLMStage(layer=layer, queries="last",
+                         choose=partial(keep_top_attention, retention=float(llm_retention)))
+        return LLMPlan(stages=(stage,), pre_method="flashvid_merge", pre_ratio=ratio, pre_params=pre_params,
+                       positions="original", scores=scores)
+    stage = LLMStage(layer=layer, queries="last",
+                     choose=partial(keep_top_attention_official, retention=float(llm_retention)))
+    # The release's manual row: q k^T scaled in the model's dtype, float32 softmax rounded to the
+    # model's dtype, head mean in that dtype (score_dtype="model"); LLaVA multiplies by scaling,
+    # Qwen3-VL divides by sqrt(head_dim). An unknown family with every value given: "multiply".
+    score_scale = defaults.score_scale if defaults is not None else "multiply"
+    return LLMPlan(stages=(stage,), pre_method="flashvid_merge", pre_ratio=ratio,
+                   pre_params={**pre_params, "variant": OFFICIAL, "seed": seed}, positions="original",
+                   scores=scores, score_dtype="model", score_scale=score_scale)

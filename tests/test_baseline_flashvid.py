@@ -69,12 +69,15 @@ def test_registered_with_official_defaults():
     assert registry.is_llm_method("flashvid") and not registry.is_llm_method("flashvid_merge")
     assert vcast.method_params("flashvid_merge") == {
         "selection": "attn_div_v2", "alpha": 0.7, "expansion": 1.25, "segment_threshold": 0.9,
-        "min_segment_num": 8, "temporal_threshold": 0.8,
+        "min_segment_num": 8, "temporal_threshold": 0.8, "variant": "paper", "seed": 0,
     }
     assert vcast.method_params("flashvid") == {
         "layer": None, "llm_retention": None, "min_segment_num": None, "selection": None, "alpha": 0.7,
         "expansion": 1.25, "segment_threshold": 0.9, "temporal_threshold": 0.8, "scores": "rows",
+        "variant": "paper", "seed": 0,
     }
+    assert registry.method_variants("flashvid_merge") == ("paper", "official")
+    assert registry.method_variants("flashvid") == ("paper", "official")
 
 
 @pytest.mark.parametrize("tokens_per_frame, ratio, expected", [
@@ -455,3 +458,229 @@ def test_plan_bad_parameters_are_named(params, name):
 def test_plan_unknown_family_needs_every_default():
     with pytest.raises(ValueError, match="family"):
         registry.get_method("flashvid")(0.25, LLMInfo("Other", 10), layer=3)
+
+
+# ----------------------------------------------------------------------------- variant="official"
+
+def _official(frames: torch.Tensor, ratio: float, attention: torch.Tensor, **params):
+    return vcast.select(frames, ratio, method="flashvid_merge", vision_attention=attention, variant="official",
+                        **params)
+
+
+def _bf16(value: float) -> float:
+    """``value`` rounded to bf16 (round half to even), as a Python float."""
+    return torch.tensor(value, dtype=torch.float32).bfloat16().item()
+
+
+def _chain_video(scales: list[float], dtype: torch.dtype = torch.float32):
+    """T = len(scales) frames of P = 5 tokens ``x_{t,i} = scales[t] * e_i`` (D = 5): every
+    non-ADTS token's parent is the same token of the previous frame (cosine 1, others 0), so each
+    forms a chain over all frames; the attention makes 1 and 3 the ADTS picks (A = 2)."""
+    frames = torch.stack([scale * torch.eye(5) for scale in scales]).to(dtype)
+    attention = torch.tensor([0.01, 1.0, 0.01, 0.9, 0.01]).expand(len(scales), -1).clone()
+    return frames, attention
+
+
+# T = 3, P = 5, r = 0.6, expansion = 1: b = ceil(3.0) = 3, A = ceil(1.5) = 2, S = 1; the lower bound
+# b * L = 9 = P + A (L - 1) is met, and N = 3 roots = S * L: no clustering. One segment.
+CHAIN = {"expansion": 1.0, "alpha": 0.5, "min_segment_num": 1, "selection": "attn_div"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_official_three_frame_chain_root_is_sum_over_two(dtype):
+    """Chain x0 <- x1 <- x2 (scales 1, 2, 3): the release adds x1 + x2 into x0 but counts 1 per
+    direct child, so the root is (1 + 2 + 3) / 2 = 3 = 1.5x the mean 2; paper keeps the mean."""
+    frames, attention = _chain_video([1.0, 2.0, 3.0], dtype)
+    official = _official(frames, 0.6, attention, **CHAIN)
+    paper = vcast.select(frames, 0.6, method="flashvid_merge", vision_attention=attention, **CHAIN)
+    expected_keep = [0, 1, 2, 3, 4, 6, 8, 11, 13]  # frame 0 all (roots 0, 2, 4 + ADTS 1, 3), then ADTS 1, 3
+    assert official.keep.tolist() == expected_keep and paper.keep.tolist() == expected_keep
+    assert official.tokens.dtype == dtype and paper.tokens.dtype == torch.float32
+    roots = [0, 2, 4]
+    eye = torch.eye(5)
+    assert torch.equal(official.tokens[roots].float(), 3.0 * eye[roots])
+    assert torch.equal(paper.tokens[roots], 2.0 * eye[roots])
+    # ADTS tokens are the input's own in both variants
+    assert torch.equal(official.tokens[[1, 3, 5, 6, 7, 8]].float(), paper.tokens[[1, 3, 5, 6, 7, 8]])
+
+
+def test_official_trees_two_children_and_a_grandchild_by_hand():
+    """Parent p = (1, 0) in frame 0; frame 1: c1 = (1, .25), c2 = (1, -.25) both point to p; frame 2:
+    g = (1, .5) points to c1. The release: c1 holds c1 + g (count 2), p gets (c1 + g) + c2 with
+    count 1 + 2 children = 3, so the root is (4, .5) / 3; the tree mean is (4, .5) / 4. Without g
+    (two leaf children) both give the mean (3, 0) / 3."""
+    from baselines.flashvid import temporal_trees
+    from baselines.flashvid_official import official_trees
+
+    far = torch.tensor([-1.0, 0.0])  # a second token per frame, opposite: never a parent
+    features = torch.stack([torch.stack([torch.tensor([1.0, 0.0]), far]),
+                            torch.stack([torch.tensor([1.0, 0.25]), torch.tensor([1.0, -0.25])]),
+                            torch.stack([torch.tensor([1.0, 0.5]), far])])  # [L=3, P=2, D=2]
+    free = torch.ones(3, 2, dtype=torch.bool)
+    # frame 2's second token (= far) points to c2 with cosine -0.97: no merge
+    work = features.clone()
+    roots = official_trees(work, free, 0.8, lower_bound=0)
+    assert roots.tolist() == [[True, True], [False, False], [False, True]]
+    assert torch.allclose(work[0, 0], torch.tensor([4.0, 0.5]) / 3)
+    paper_roots, means = temporal_trees(features, free, 0.8, 0)
+    assert torch.equal(paper_roots, roots) and torch.allclose(means[0, 0], torch.tensor([4.0, 0.5]) / 4)
+    two = features[:2].clone()
+    roots = official_trees(two, free[:2], 0.8, lower_bound=0)
+    assert roots.tolist() == [[True, True], [False, False]]
+    assert torch.allclose(two[0, 0], torch.tensor([1.0, 0.0])) and torch.allclose(
+        temporal_trees(features[:2], free[:2], 0.8, 0)[1][0, 0], torch.tensor([1.0, 0.0]))
+
+
+def test_official_bf16_tree_sum_rounds_in_bf16():
+    """Chain scales u, 1, u with u = 1 + 2^-7 (exact in bf16). bf16, step by step as the release:
+    1 + u = 2.0078125 is a tie between 2.0 and 2.015625 -> 2.0 (even); u + 2.0 = 3.0078125 is a
+    tie between 3.0 and 3.015625 -> 3.0; / 2 -> 1.5. float32: 3.015625 / 2 = 1.5078125 (also what
+    a float32 accumulation rounded once to bf16 would give). paper: the float32 mean 3.015625 / 3
+    for both input dtypes."""
+    u = 1.0 + 2.0**-7
+    assert _bf16(1.0 + u) == 2.0 and _bf16(u + 2.0) == 3.0 and _bf16((2 * u + 1.0) / 2) == 1.5078125
+    results = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        frames, attention = _chain_video([u, 1.0, u], dtype)
+        results[dtype] = (_official(frames, 0.6, attention, **CHAIN),
+                          vcast.select(frames, 0.6, method="flashvid_merge", vision_attention=attention, **CHAIN))
+    low, high = results[torch.bfloat16][0], results[torch.float32][0]
+    assert low.tokens[0, 0].item() == _bf16(u + _bf16(1.0 + u)) / 2 == 1.5
+    assert high.tokens[0, 0].item() == 1.5078125
+    paper_low, paper_high = results[torch.bfloat16][1], results[torch.float32][1]
+    assert torch.equal(paper_low.tokens, paper_high.tokens)
+    assert paper_low.tokens[0, 0].item() == pytest.approx((2 * u + 1.0) / 3, abs=1e-7)
+
+
+def test_official_bf16_threshold_is_compared_in_bf16():
+    """Two frames, token 0 = (1, 0) then (0.80078125, 0.59765625) (bf16 values, cosine 0.8014 in
+    float32). float32: 0.8014 > 0.8 merges. bf16: the norm rounds to 1, the cosine is 0.80078125,
+    and the release compares it with 0.8 rounded to bf16 (0.80078125): no merge. paper merges for
+    both dtypes. P = 2 (the other token, 1 in both frames, is the ADTS pick), b = 2, A = 1, S = 1."""
+    from baselines.flashvid import temporal_trees
+    from baselines.flashvid_official import official_trees
+
+    features = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.80078125, 0.59765625], [0.0, 1.0]]])
+    free = torch.tensor([[True, False], [True, False]])
+    assert _bf16(0.8) == 0.80078125
+    merged_high = official_trees(features.clone(), free, 0.8, lower_bound=0)
+    merged_low = official_trees(features.bfloat16(), free, 0.8, lower_bound=0)
+    assert merged_high.tolist() == [[True, False], [False, False]]  # token 0 of frame 1 merged
+    assert merged_low.tolist() == [[True, False], [True, False]]    # kept as its own root
+    for dtype in (torch.float32, torch.bfloat16):
+        roots, _ = temporal_trees(features.to(dtype).float(), free, 0.8, 0)
+        assert roots.tolist() == [[True, False], [False, False]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_official_single_frame_cluster_centre_on_an_adts_token(dtype):
+    """T = 1, P = 4, D = 2, r = 1, expansion = 1, alpha = 0.01: b = 4, A = 1, S = 3. x0 = (1, -1/8),
+    x1 = (1, 0), x2 = (1, 1/4), x3 = (-1, 0), attention (.001, 1, .001, .001): ADTS picks x1 (its
+    nearest-neighbour cosine distance .0077 x 1e6 beats 1.97 x 1e3 of x3). The release clusters all
+    4 tokens into ceil(4 * 3/4) = 3 (k = 3): densities 0.974, 0.987, 0.967, ~0.26, so x1 is the
+    densest (score 1.43 x .987), then x3 (1.41 x .26), x2 (.177 x .967); x0 joins x1. The centre x1
+    takes position 1 a second time: the later output (the cluster mean (1, -1/16)) is kept, so K = 3
+    (the release's sequence holds 4). paper clusters only the non-ADTS tokens: all 4 kept as they are."""
+    frames = torch.tensor([[[1.0, -0.125], [1.0, 0.0], [1.0, 0.25], [-1.0, 0.0]]], dtype=dtype)
+    attention = torch.tensor([[0.001, 1.0, 0.001, 0.001]])
+    params = {"expansion": 1.0, "alpha": 0.01, "selection": "attn_div"}
+    official = _official(frames, 1.0, attention, **params)
+    assert official.keep.tolist() == [1, 2, 3]
+    assert official.tokens.float().tolist() == [[1.0, -0.0625], [1.0, 0.25], [-1.0, 0.0]]
+    paper = vcast.select(frames, 1.0, method="flashvid_merge", vision_attention=attention, **params)
+    assert paper.keep.tolist() == [0, 1, 2, 3] and torch.equal(paper.tokens, frames[0].float())
+
+
+def test_official_budgets_use_float_ceil():
+    from baselines.flashvid_official import official_budget, official_llm_count
+
+    assert official_budget(100, 0.28, 1.25, 0.7) == (36, 26, 10)  # 35.00000000000001 -> 36
+    assert frame_budget(100, 0.28, 1.25, 0.7) == (35, 25, 10)     # paper: the decimal 35
+    assert official_budget(196, 0.25, 1.25, 0.7) == (62, 44, 18)  # 61.25 -> 62, 43.4 -> 44
+    assert official_budget(16, 0.25, 1.25, 0.7) == (5, 4, 1)      # exactly 5.0; 3.5 -> 4
+    assert official_budget(5, 0.6, 1.0, 0.5) == (3, 2, 1)         # exactly 3.0; 1.5 -> 2
+    assert official_budget(10, 0.24, 1.25, 0.7) == (3, 3, 0)      # exactly 3.0; 2.1 -> 3
+    assert official_llm_count(100, 0.07) == 8 and ceil_share(100, 0.07) == 7  # 7.000000000000001
+    assert official_llm_count(30, 0.3) == 9 and official_llm_count(30, 0.1) == 3
+    assert official_llm_count(31, 0.1) == 4 and official_llm_count(1, 0.1) == 1
+
+
+@pytest.mark.parametrize("tokens_per_frame, ratio, official_budget, paper_budget", [
+    (20, 0.2, 5, 5),      # 20 * 0.2 * 1.25 = 5.0 exactly: 5, not 6
+    (100, 0.28, 36, 35),  # the release's float 35.00000000000001 -> 36; paper's decimal 35
+])
+def test_official_count_at_the_exact_budget_boundary(tokens_per_frame, ratio, official_budget, paper_budget):
+    """One segment of L = 2 nearly static frames (no single-frame segment, so no index collision):
+    K lies in [b L, b L + L - 1] with the release's b."""
+    base = torch.randn(tokens_per_frame, 16, generator=torch.Generator().manual_seed(0))
+    frames = base + 0.05 * torch.randn(2, tokens_per_frame, 16, generator=torch.Generator().manual_seed(1))
+    attention = _attention(2, tokens_per_frame)
+    official = _official(frames, ratio, attention, min_segment_num=1)
+    paper = _select(frames, ratio, attention, min_segment_num=1)
+    assert 2 * official_budget <= official.keep.numel() <= 2 * official_budget + 1
+    assert 2 * paper_budget <= paper.keep.numel() <= 2 * paper_budget + 1
+
+
+def test_official_seeded_noise_deterministic_and_global_rng_untouched():
+    """Duplicated tokens tie in density: the seeded noise decides, the global RNG is not used."""
+    frames = torch.randint(-2, 3, (6, 16, 8), generator=torch.Generator().manual_seed(0)).float()
+    frames[:, 1] = frames[:, 0]
+    attention = _attention(6, 16)
+    state = torch.get_rng_state()
+    runs = {seed: _official(frames, 0.3, attention, seed=seed, min_segment_num=6) for seed in range(6)}
+    assert torch.equal(torch.get_rng_state(), state)
+    again = _official(frames, 0.3, attention, seed=0, min_segment_num=6)
+    assert torch.equal(again.keep, runs[0].keep) and torch.equal(again.tokens, runs[0].tokens)
+    assert any(not torch.equal(runs[seed].keep, runs[0].keep) for seed in range(1, 6))
+
+
+def test_official_paper_unchanged_and_variants_differ_on_a_multi_frame_video():
+    frames = synthetic_video_features(8, 16, 16, scene_cuts=(4,), seed=4).features.bfloat16()
+    attention = _attention(8, 16)
+    paper = _select(frames, 0.3, attention, min_segment_num=2)
+    assert torch.equal(paper.keep, _select(frames, 0.3, attention, min_segment_num=2, variant="paper").keep)
+    official = _official(frames, 0.3, attention, min_segment_num=2)
+    assert official.tokens.dtype == torch.bfloat16
+    assert not (torch.equal(official.keep, paper.keep) and torch.equal(official.tokens.float(), paper.tokens))
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"temporal_threshold": 1.0}, "temporal_threshold"),
+    ({"expansion": 1.25}, "frame budget"),  # r = 0.8: b = P with a merge to undo
+])
+def test_official_refuses_where_the_release_fails(params, match):
+    frames = 1.0 + 0.01 * torch.randn(4, 10, 8, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=match):
+        _official(frames, 0.8, _attention(4, 10), min_segment_num=1, **params)
+    with pytest.raises(ValueError, match="P >= 2"):
+        _official(torch.ones(3, 1, 4), 0.5, _attention(3, 1))
+
+
+def test_unknown_variant_is_named():
+    frames = torch.randn(2, 8, 4)
+    with pytest.raises(ValueError, match="vidcom2_qwen"):
+        _select(frames, 0.25, variant="vidcom2_qwen")
+    with pytest.raises(ValueError, match="bogus"):
+        _select(frames, 0.25, variant="bogus")
+    with pytest.raises(ValueError, match="bogus"):
+        registry.get_method("flashvid")(0.25, LLMInfo("Qwen3-VL", 36), variant="bogus")
+
+
+@pytest.mark.parametrize("family, layers, scale, retention", [
+    ("LLaVA-OneVision", 28, "multiply", 0.3), ("Qwen3-VL", 36, "divide", 0.1),
+])
+def test_official_plan(family, layers, scale, retention):
+    plan = _plan(family, layers, 0.25, variant="official", seed=3)
+    assert (plan.score_dtype, plan.score_scale) == ("model", scale)
+    assert plan.pre_params["variant"] == "official" and plan.pre_params["seed"] == 3
+    paper = _plan(family, layers, 0.25)
+    assert paper.score_dtype == "float32" and "variant" not in paper.pre_params
+    assert plan.stages[0].layer == paper.stages[0].layer
+    # count: math.ceil(N * rho) on floats, chosen by topk then sorted
+    keep = plan.stages[0].choose(_stage_inputs(SCORES * 10)).keep  # N = 100
+    assert keep.numel() == math.ceil(100 * retention)
+    scores = torch.tensor(SCORES * 10)
+    assert sorted(scores[keep].tolist()) == sorted(scores.tolist())[-keep.numel():]  # the top values
+    assert torch.all(keep[1:] > keep[:-1])
+    rho7 = _plan(family, layers, 0.25, variant="official", llm_retention=0.07)
+    assert rho7.stages[0].choose(_stage_inputs(SCORES * 10)).keep.numel() == 8  # 7.000000000000001 -> 8
