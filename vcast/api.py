@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from vcast.registry import check_params, get_method, is_llm_method
+from vcast.registry import call_params, check_params, get_method, is_llm_method
 from vcast.selection import Selection
 from vcast.validation import check_frames, check_ratio
 
@@ -35,4 +35,4 @@ def select(frames: torch.Tensor, ratio: float, method: str = "vcast", **params: 
     check_params(method, params, allow_inputs=True)
     ratio = check_ratio(ratio)
     check_frames(frames)
-    return compressor(frames, ratio, **params)
+    return compressor(frames, ratio, **call_params(method, params))

@@ -28,7 +28,7 @@ import logging
 from typing import Any, Callable
 
 from vcast.selection import Selection
-from vcast.variants import PAPER, VARIANTS
+from vcast.variants import PAPER, VARIANTS, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -161,12 +161,16 @@ def method_params(name: str) -> dict[str, Any]:
 
 
 def check_params(name: str, params: dict[str, Any], allow_inputs: bool = False) -> None:
-    """ValueError naming any parameter that method ``name`` does not take.
+    """ValueError naming any parameter that method ``name`` does not take, or a ``variant`` it
+    does not have (every method accepts ``variant="paper"``).
 
     Model inputs are refused unless ``allow_inputs`` (``vcast.select`` takes them from the caller;
     under ``attach`` the adapter supplies them).
     """
     accepted = method_params(name)
+    if "variant" in params:  # every method takes it; one with only "paper" takes nothing else
+        check_variant(name, params["variant"], _VARIANTS[name])
+        accepted = {**accepted, "variant": PAPER}
     inputs = () if name in _IN_LLM else _INPUTS[name]
     given_inputs = sorted(set(params) & set(inputs))
     if given_inputs and not allow_inputs:
@@ -178,3 +182,11 @@ def check_params(name: str, params: dict[str, Any], allow_inputs: bool = False) 
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for method {name!r}; "
             f"accepted: {', '.join(accepted) or 'none'}"
         )
+
+
+def call_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as method ``name``'s function takes them: ``variant`` (checked by
+    :func:`check_params`) is dropped for a method that has only ``"paper"``."""
+    if "variant" in params and "variant" not in inspect.signature(get_method(name)).parameters:
+        return {key: value for key, value in params.items() if key != "variant"}
+    return params

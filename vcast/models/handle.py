@@ -35,7 +35,7 @@ from vcast.models.llm_plan import LLMInfo, LLMPlan
 from vcast.models.meters import Clock, Mark, PeakMemory
 from vcast.models.stats import CallStats, LLMStageStats, SegmentStats
 from vcast.models.vision_probe import VisionProbe, inputs_for_videos
-from vcast.registry import get_method, is_llm_method, method_inputs
+from vcast.registry import call_params, get_method, is_llm_method, method_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -470,6 +470,6 @@ def llm_info(model: nn.Module, adapter: Adapter) -> LLMInfo:
 def llm_plan(model: nn.Module, adapter: Adapter, method: str, ratio: float, params: dict[str, Any]) -> LLMPlan:
     """The plan of in-LLM method ``method`` for this model (ValueError naming what does not fit)."""
     llm = llm_info(model, adapter)
-    plan = get_method(method)(ratio, llm, **params)
+    plan = get_method(method)(ratio, llm, **call_params(method, params))
     plan.check(llm)
     return plan
