@@ -43,7 +43,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         record = record_failure(spec, results_root, problem)
     else:
         timeout = None if cfg.timeout_min is None else float(cfg.timeout_min) * 60
-        record = run_cell(spec, results_root, timeout_s=timeout)
+        record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched))
     if cfg.logger == "wandb" and record.get("status") in ("ok", "failed", "oom"):
         from vcast.sweep.wandb_log import log_cell
 

@@ -9,7 +9,7 @@ under ``profile=clean``) holds lmms-eval's output
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -54,6 +54,35 @@ class CellSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# Spec fields that cannot change a cell's numbers: where it is filed, how many processes share it
+# (data parallelism gives identical answers, tested), where extra task folders live.
+NOT_IDENTITY = ("experiment", "model", "task", "processes", "include_paths")
+
+
+def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
+    """The fields of ``spec`` that differ from a finished cell's recorded spec (``cell.json``
+    ``spec``), as ``"name: recorded -> requested"``; empty when the cell answers this request.
+
+    A field the record lacks (a cell from an older vcast) counts as its default then (``variant``
+    ``"paper"``, ``profile`` ``"reproduce"``).
+    """
+    differences = []
+    for item in fields(CellSpec):
+        if item.name in NOT_IDENTITY:
+            continue
+        default = item.default if item.default is not MISSING else (
+            item.default_factory() if item.default_factory is not MISSING else None)  # type: ignore[misc]
+        before, now = recorded.get(item.name, default), getattr(spec, item.name)
+        if _normalised(before) != _normalised(now):
+            differences.append(f"{item.name}: {before!r} -> {now!r}")
+    return differences
+
+
+def _normalised(value: Any) -> Any:
+    """JSON round-trip form (tuples become lists, ints in floats compare equal)."""
+    return json.loads(json.dumps(value, sort_keys=True))
 
 
 def experiment_folder(experiment: str, profile: str) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Optional
 from vcast.atomic_files import atomic_write_json, swap_in_dir
 from vcast.eval.efficiency import read_records, summarize
 from vcast.eval.run import SUMMARY_FILE
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, is_complete, read_cell
+from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, identity_mismatch, is_complete, read_cell
 
 logger = logging.getLogger(__name__)
 
@@ -123,23 +123,47 @@ class CellLock:
 
 
 def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
-             timeout_s: Optional[float] = None) -> dict[str, Any]:
+             timeout_s: Optional[float] = None, rerun_mismatched: bool = False) -> dict[str, Any]:
     """Run ``spec`` unless it is finished; return its ``cell.json`` record (status ``ok``,
-    ``failed``, ``oom``, ``skipped`` when already finished, or ``busy`` when another job holds it)."""
+    ``failed``, ``oom``, ``skipped`` when already finished with this very request, ``mismatch``
+    when the finished cell answers another request (limit, params, variant, model args...; see
+    :func:`vcast.sweep.cell.identity_mismatch`) and ``rerun_mismatched`` is off, or ``busy`` when
+    another job holds it)."""
     cell_dir = Path(results_root) / spec.relative_dir
-    if is_complete(cell_dir):
-        logger.info("%s: already finished, skipped", spec.name)
-        return {**(read_cell(cell_dir) or {}), "status": "skipped"}
+    finished = _finished_answer(spec, cell_dir, rerun_mismatched)
+    if finished is not None:
+        return finished
     lock = CellLock(cell_dir)
     if not lock.acquire():
         logger.warning("%s: another job is running this cell; skipped", spec.name)
         return {"cell": spec.name, "status": "busy"}
     try:
-        if is_complete(cell_dir):  # finished by another job while we waited for the lock
-            return {**(read_cell(cell_dir) or {}), "status": "skipped"}
+        finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
+        if finished is not None:
+            return finished
         return _run_locked(spec, cell_dir, env, timeout_s)
     finally:
         lock.release()
+
+
+def _finished_answer(spec: CellSpec, cell_dir: Path, rerun_mismatched: bool) -> Optional[dict[str, Any]]:
+    """The record to return without running: ``skipped`` when the finished cell answers exactly
+    this request, ``mismatch`` when it answers another (unless ``rerun_mismatched``); None to run."""
+    if not is_complete(cell_dir):
+        return None
+    record = read_cell(cell_dir) or {}
+    differences = identity_mismatch(record.get("spec") or {}, spec)
+    if not differences:
+        logger.info("%s: already finished, skipped", spec.name)
+        return {**record, "status": "skipped"}
+    if rerun_mismatched:
+        logger.warning("%s: the finished cell answers another request (%s); running it again over it",
+                       spec.name, "; ".join(differences))
+        return None
+    error = (f"a finished cell answers another request ({'; '.join(differences)}); not reused. Run with "
+             "rerun_mismatched=true to replace it, or another results_root / experiment to keep both")
+    logger.error("%s: %s", spec.name, error)
+    return {"cell": spec.name, "status": "mismatch", "error": error, "spec": spec.as_dict()}
 
 
 def record_failure(spec: CellSpec, results_root: Path, error: str) -> dict[str, Any]:
@@ -168,7 +192,7 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
     run_env = {**(os.environ if env is None else env), **extra_env}
     record: dict[str, Any] = {
         "cell": spec.name, "status": "running", "attempt": attempt, "spec": spec.as_dict(),
-        "command": command, "host": socket.gethostname(), "slurm_job_id": _slurm_job_id(),
+        "command": command, "host": socket.gethostname(), "slurm_job_id": _slurm_job_id(), "versions": _versions(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
@@ -242,6 +266,19 @@ def _tail(path: Path) -> str:
             return handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _versions() -> dict[str, Optional[str]]:
+    """Installed versions of the packages that compute a cell's numbers (recorded, not compared)."""
+    from importlib import metadata
+
+    found: dict[str, Optional[str]] = {}
+    for package in ("vcast", "torch", "transformers", "lmms_eval", "flash_attn"):
+        try:
+            found[package] = metadata.version(package.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
 
 
 def _slurm_job_id() -> Optional[str]:

@@ -1,0 +1,71 @@
+"""A finished cell is reused only for the very request it answers (limit, method params, variant,
+model args, frames, seed, ...); otherwise it is refused with the differing fields, or run again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vcast.report.scoring import load_task_scorings
+from vcast.sweep.cell import identity_mismatch, read_cell
+from vcast.sweep.execute import run_cell
+from vcast.testing.paper_results import _spec, _task_files, write_cell
+
+
+@pytest.fixture()
+def finished(tmp_path: Path):
+    """A finished vcast cell (limit 2, no params) and its spec."""
+    scoring = load_task_scorings()["vcast_synth"]
+    spec = replace(_spec("t", "tiny", 16, 0.25, "vcast", scoring), limit=2.0)
+    results, samples, _ = _task_files(scoring, {"VCastSynth": 50.0})
+    write_cell(tmp_path, spec, "ok", results, samples)
+    return tmp_path, spec
+
+
+def test_the_same_request_is_skipped(finished) -> None:
+    root, spec = finished
+    assert run_cell(spec, root)["status"] == "skipped"
+    assert run_cell(replace(spec, processes=4, experiment="t"), root)["status"] == "skipped"  # not identity
+
+
+@pytest.mark.parametrize("change, field", [
+    (dict(limit=None), "limit: 2.0 -> None"),
+    (dict(method_params={"tau": 0.3}), "method_params: {} -> {'tau': 0.3}"),
+    (dict(variant="official", method_params={"variant": "official"}), "variant: 'paper' -> 'official'"),
+    (dict(model_args={"max_pixels": 16384}), "model_args"),
+    (dict(seed=1), "seed: 0 -> 1"),
+    (dict(batch_size=4), "batch_size: 1 -> 4"),
+    (dict(pretrained="other/ckpt"), "pretrained"),
+])
+def test_another_request_is_refused_naming_the_fields(finished, change: dict, field: str) -> None:
+    root, spec = finished
+    record = run_cell(replace(spec, **change), root)
+    assert record["status"] == "mismatch"
+    assert field in record["error"] and "rerun_mismatched=true" in record["error"]
+    assert read_cell(root / spec.relative_dir)["spec"]["limit"] == 2.0  # the finished cell is untouched
+
+
+def test_a_cell_from_before_variants_reads_as_paper(finished) -> None:
+    root, spec = finished
+    record = read_cell(root / spec.relative_dir)
+    del record["spec"]["variant"], record["spec"]["profile"]
+    assert identity_mismatch(record["spec"], spec) == []
+    assert identity_mismatch(record["spec"], replace(spec, variant="official")) == ["variant: 'paper' -> 'official'"]
+
+
+def test_rerun_mismatched_runs_it_again(finished) -> None:
+    root, spec = finished
+    record = run_cell(replace(spec, limit=None), root, rerun_mismatched=True)
+    assert record["attempt"] == 2 and record["status"] == "failed"  # ran (the "paper" plugin is not a model)
+    assert record["spec"]["limit"] is None and set(record["versions"]) >= {"vcast", "torch", "transformers"}
+
+
+def test_status_marks_a_limited_run_partial(finished, capsys: pytest.CaptureFixture[str]) -> None:
+    from vcast.sweep.status import main
+
+    root, _ = finished
+    assert main([str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "partial (limit 2)" in out and "1 ok" in out
