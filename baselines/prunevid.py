@@ -61,7 +61,40 @@ LLaMA): ``selected_layer = 10`` of 32, moved to other depths as the stage layer
 ``dpc_k = 7``, ``min_cluster_tokens = 14`` (stage A); gamma / alpha as above. VCG-Bench's official
 ``selected_layer = 5`` is a parameter away. Model inputs: none.
 
-Deliberate deviations from the official code:
+Variants (``variant=``; the same parameters and defaults):
+
+``"paper"`` (default): everything in this docstring.
+
+``"official"``: stage A is ``prunevid_stage_a`` ``variant="official"`` (the release's
+``merge_frames_dynamic`` bit for bit, ``cluster_ratio`` = gamma, ``seed`` for its density noise);
+stage B is the release's ``VTPWindowCache.process_attention`` (``elastic_cache.py`` L120-154):
+the pre-RoPE, unmasked map in the model's dtype as the release computes it (``q k^T / sqrt(d)`` in
+the model's dtype, float32 softmax rounded to it: ``LLMPlan.score_dtype="model"``,
+``score_scale="divide"``), max over heads then over the query rows, per window the ``topk`` of
+``int(s * alpha)`` static outputs and per frame of ``int(d * alpha)`` dynamic ones, ``alpha`` a
+float (``float(ratio / gamma)``, or the ``alpha`` given) and the count a truncated float product
+(``int(100 * 0.29) = 28``). The deviation of ``paper`` "stage B cannot tell stage A's static
+tokens from the first frame's dynamic ones" is **reproduced away**: the official stage A places
+its outputs at slots that encode the groups (a window's static outputs from patch 0 of its first
+frame, a frame's dynamic ones ending at patch ``P - 1``; see
+:mod:`baselines.prunevid_stage_a_official`), and stage B reads them back. This is exact unless a
+window's first frame is filled by both groups unclustered (only when ``P <= 28`` or gamma = 1),
+where that frame is ranked as one group. Measured against the release's ``process_attention``
+loaded at run time, fed the release's own stage-A sizes, on the same hand-made attention
+(T 8-32, P 36-196, alpha 0.29-0.7, ties): kept sets fp32 120/120 and bf16 120/120 exact; the
+group read-back from our slots equals the release's static / dynamic partition on every case
+with ``P > 28`` (fp32 and bf16; the 9 misses in 240 stage-A cases are all ``P = 16``); the
+``paper`` grouping (frames) on the same scores would have changed the kept set in 63/120 (fp32) and
+61/120 (bf16) cases, about 0.6-0.7% of the kept tokens (355 of 51,908 and 358 of 61,518 set
+memberships differ)
+(``/work/main/.venv/bin/python /work/scratch/sparse_prune/compare.py``). Still not reproduced
+(both variants): the KV cache of layers ``0..S_sel`` is not gathered to the kept set (decode
+steps there still see every stage-A token; the prefill and so the first generated token are
+unaffected), the queries include LLaVA-OneVision's newline token after the video, GQA is
+handled, batches and several videos per row work. The release is PLLaVA-only (1-D RoPE); on
+Qwen3-VL the official slots give the stage-A outputs MRoPE coordinates unrelated to their content.
+
+Deliberate deviations of ``variant="paper"`` from the official code:
 
 * groups are frames, not (window static set, frame dynamic sets) (above);
 * the official code also gathers the KV cache of layers ``0..S_sel`` to the kept set, so that
@@ -92,15 +125,18 @@ from typing import Optional
 import torch
 
 from baselines.prunevid_stage_a import check_stage_a_params
+from baselines.prunevid_stage_a_official import read_groups
 from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs, layer_scaled
 from vcast.registry import register_llm_method
 from vcast.validation import check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 REFERENCE_LAYERS = 32  # PLLaVA-7B's LLaMA
 REFERENCE_SELECTED_LAYER = 10  # scripts/eval.sh (MVBench, VideoMME, EgoSchema)
 DEFAULT_CLUSTER_RATIO = 0.5  # gamma, scripts/eval.sh
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def default_selected_layer(num_layers: int) -> int:
@@ -179,11 +215,38 @@ def stage_b_choose(inputs: StageInputs, alpha: Fraction) -> StageChoice:
     return StageChoice(keep=keep)
 
 
-@register_llm_method("prunevid")
+def official_stage_b_choose(inputs: StageInputs, alpha: float) -> StageChoice:
+    """The release's ``process_attention`` on one row: scores = max over heads, then over the query
+    rows, in the attention's dtype; per window the top ``int(s * alpha)`` of its static outputs and,
+    per frame, the top ``int(d * alpha)`` of its dynamic ones (``topk`` order; the groups read back
+    from stage A's slots by :func:`baselines.prunevid_stage_a_official.read_groups`)."""
+    count = inputs.visual.numel()
+    if inputs.attention is None:
+        logger.debug("prunevid (official): no query token after the video at layer %d; nothing dropped", inputs.layer)
+        return StageChoice(keep=torch.arange(count, device=inputs.visual.device))
+    scores = inputs.attention.max(dim=0)[0].max(dim=0)[0].index_select(0, inputs.visual)
+    kept = [torch.zeros(0, dtype=torch.long, device=scores.device)]
+    for video in torch.unique(inputs.videos).tolist():
+        members = (inputs.videos == video).nonzero().squeeze(1)  # ascending columns: the release's order
+        frames = inputs.frames.index_select(0, members)
+        static = read_groups(frames, inputs.patches.index_select(0, members))
+        for frame in torch.unique(frames).tolist():
+            in_frame = frames == frame
+            for group in (members[in_frame & static], members[in_frame & ~static]):
+                if group.numel():
+                    _, top = torch.topk(scores.index_select(0, group), k=int(group.numel() * alpha), dim=-1)
+                    kept.append(group[top])
+    keep = torch.sort(torch.cat(kept)).values
+    logger.debug("prunevid (official): stage B at layer %d keeps %d of %d video tokens (alpha %s)", inputs.layer,
+                 keep.numel(), count, alpha)
+    return StageChoice(keep=keep)
+
+
+@register_llm_method("prunevid", variants=VARIANTS)
 def prunevid_plan(ratio: float, llm: LLMInfo, *, alpha: Optional[float] = None,
                   cluster_ratio: Optional[float] = None, selected_layer: Optional[int] = None,
                   tau: float = 0.8, temporal_segment_ratio: float = 0.25, dpc_k: int = 7,
-                  min_cluster_tokens: int = 14) -> LLMPlan:
+                  min_cluster_tokens: int = 14, variant: str = PAPER, seed: int = 0) -> LLMPlan:
     """Stage A (``prunevid_stage_a`` at ``cluster_ratio``) before the LLM, stage B after layer
     ``selected_layer``; see the module docstring.
 
@@ -195,7 +258,11 @@ def prunevid_plan(ratio: float, llm: LLMInfo, *, alpha: Optional[float] = None,
         selected_layer: ``S_sel`` in ``[0, L - 2]``, the layer whose attention ranks the tokens
             (layers after it see the kept ones); None: the official 10 of 32, scaled.
         tau, temporal_segment_ratio, dpc_k, min_cluster_tokens: stage A's (``prunevid_stage_a``).
+        variant: ``"paper"`` or ``"official"`` (module docstring).
+        seed: stage A's density noise under ``variant="official"`` (``"paper"`` has none).
     """
+    variant = check_variant("prunevid", variant, VARIANTS)
+    seed = check_int("seed", seed, 0)
     gamma, share = split_ratio(ratio, alpha, cluster_ratio)
     if selected_layer is None:
         selected_layer = default_selected_layer(llm.num_layers)
@@ -203,6 +270,16 @@ def prunevid_plan(ratio: float, llm: LLMInfo, *, alpha: Optional[float] = None,
     # Stage A's own checks, at plan time (attach also dry-runs it).
     tau, temporal_segment_ratio, dpc_k, min_cluster_tokens = check_stage_a_params(
         tau, temporal_segment_ratio, dpc_k, min_cluster_tokens)
+    if variant == OFFICIAL:  # the release's float alpha, int() counts, scores in the model's dtype
+        alpha_float = float(share) if alpha is None else float(alpha)
+        stage = LLMStage(layer=selected_layer + 1, choose=lambda inputs: official_stage_b_choose(inputs, alpha_float),
+                         queries="text", score_layer=selected_layer, rotary=False, causal=False)
+        return LLMPlan(
+            stages=(stage,), pre_method="prunevid_stage_a", pre_ratio=gamma,
+            pre_params={"tau": tau, "temporal_segment_ratio": temporal_segment_ratio, "dpc_k": dpc_k,
+                        "min_cluster_tokens": min_cluster_tokens, "variant": OFFICIAL, "seed": seed},
+            positions="original", scores="rows", score_dtype="model", score_scale="divide",
+        )
     stage = LLMStage(layer=selected_layer + 1, choose=lambda inputs: stage_b_choose(inputs, share),
                      queries="text", score_layer=selected_layer, rotary=False, causal=False)
     return LLMPlan(

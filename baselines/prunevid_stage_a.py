@@ -31,7 +31,35 @@ FIRST frame; a dynamic cluster takes its centre's own (frame, location); an uncl
 token keeps its own. Static and dynamic locations of a window are disjoint, so no two outputs
 share a position.
 
-Deliberate deviations from the official code:
+Variants (``variant=``):
+
+``"paper"`` (default): everything in this docstring; float32 arithmetic, an exact budget.
+
+``"official"``: Visual-AI/PruneVid@b12600c ``merge_frames_dynamic`` bit for bit on CPU, in the
+input dtype where the release computes in it (frame means, unit tokens, the cosine einsum and its
+sums, the static means, the one-hot ``bmm`` cluster means) and float32 where it upcasts (DPC-kNN):
+:mod:`baselines.prunevid_stage_a_official`. The retention ratio is the release's
+``cluster_ratio`` (``int(n * ratio)`` clusters per group of more than ``min_cluster_tokens``
+tokens): the count is data-dependent, as in the release. ``int(T * temporal_segment_ratio)``
+temporal clusters (float product, truncated). Density noise ``U(0, 1) * 1e-6`` from
+``torch.Generator().manual_seed(seed)`` (``seed=0``) in the release's draw order. Outputs in the
+release's order (per window: the static group, then each frame's dynamic group; clusters in
+``topk`` order) at slots that keep that order and encode the groups for ``prunevid``'s official
+stage B (static outputs of a window at patches ``0..s-1`` of its first frame, a frame's dynamic
+ones at ``P-d..P-1``): with LLaVA-OneVision's compacted positions the LLM sees the release's
+sequence. The ``W = 1`` quirk is kept (``x / 0``: a self-cosine that rounds above 1 gives
+``+inf``, a static location). Other defaults as ``paper``'s. Measured against the release's
+functions loaded at run time from the extracted file (T 7-32, P 16-196, D 8-64, cluster_ratio
+0.25-0.7, temporal_segment_ratio 0.25-0.5, tau 0-0.95; random, near-static, scene-cut, repeated
+(tied) and half-static videos): merged tokens and their order fp32 120/120 and bf16 120/120
+exact (and 5/5 per dtype at LLaVA-OneVision's size, T 32, P 196, D 128), ``refine_clusters``
+2000/2000 label sequences
+(``/work/main/.venv/bin/python /work/scratch/sparse_prune/compare.py``). Not reproduced: inputs
+the release cannot run (fewer than ``dpc_k`` or ``1 / temporal_segment_ratio`` frames: its
+``topk`` raises; here ``k`` is clamped and there is at least one temporal cluster; a group whose
+``int(n * ratio)`` is 0 is dropped here, the release raises).
+
+Deliberate deviations of ``variant="paper"`` from the official code:
 
 * Budget. The official count is data-dependent: every group of more than 14 tokens is clustered
   into ``floor(n * cluster_ratio)`` clusters (cluster_ratio = 0.5). Here the retention ratio r
@@ -70,6 +98,7 @@ from vcast.frame_stats import frame_stats
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.validation import check_int, check_positive, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +248,10 @@ def check_stage_a_params(tau: float, temporal_segment_ratio: float, dpc_k: int,
     return tau, temporal_segment_ratio, dpc_k, min_cluster_tokens
 
 
-@register_method("prunevid_stage_a", inputs=())
+VARIANTS = (PAPER, OFFICIAL)
+
+
+@register_method("prunevid_stage_a", inputs=(), variants=VARIANTS)
 def prunevid_stage_a_select(
     frames: torch.Tensor,
     ratio: float,
@@ -228,10 +260,15 @@ def prunevid_stage_a_select(
     temporal_segment_ratio: float = 0.25,
     dpc_k: int = 7,
     min_cluster_tokens: int = 14,
+    variant: str = PAPER,
+    seed: int = 0,
 ) -> Selection:
     """PruneVid stage A on ``frames`` [T, P, D]: temporal windows, static/dynamic split, and
     DPC-kNN merging to exactly ``floor(ratio * T * P)`` tokens (fewer when static averaging
     alone leaves fewer). Returns a Selection with merged ``tokens`` [K, D] float32.
+    ``variant="official"``: the release's ``merge_frames_dynamic`` with ``cluster_ratio = ratio``
+    (a data-dependent count), tokens in the input dtype
+    (:mod:`baselines.prunevid_stage_a_official`).
 
     Args:
         tau: a location is static in a window when its mean pairwise cosine exceeds ``tau``
@@ -239,9 +276,21 @@ def prunevid_stage_a_select(
         temporal_segment_ratio: temporal clusters per frame, in (0, 1].
         dpc_k: nearest neighbours (self included) of the DPC-kNN density, >= 1.
         min_cluster_tokens: groups of at most this many tokens are not clustered, >= 0.
+        variant: ``"paper"`` or ``"official"`` (module docstring).
+        seed: the density noise of ``variant="official"`` (``torch.Generator().manual_seed(seed)``);
+            ``"paper"`` has no noise and ignores it.
     """
+    variant = check_variant("prunevid_stage_a", variant, VARIANTS)
     tau, temporal_segment_ratio, dpc_k, min_cluster_tokens = check_stage_a_params(
         tau, temporal_segment_ratio, dpc_k, min_cluster_tokens)
+    seed = check_int("seed", seed, 0)
+    if variant == OFFICIAL:
+        # imported here: the official module uses this one's refine_labels / run_lengths
+        from baselines.prunevid_stage_a_official import official_stage_a
+
+        tokens, slots = official_stage_a(frames, ratio, tau=tau, temporal_segment_ratio=temporal_segment_ratio,
+                                         dpc_k=dpc_k, min_cluster_tokens=min_cluster_tokens, seed=seed)
+        return selection_from_positions(slots, frames.shape[0], frames.shape[1], tokens=tokens)
 
     num_frames, tokens_per_frame, _ = frames.shape
     x = frames.float()

@@ -50,21 +50,57 @@ to ``L`` layers with :func:`vcast.models.llm_plan.layer_scaled` (``round(K * L /
 one stage with the LAST (smallest) count among them. An explicit ``layers`` list (SparseVLM
 convention ``l``, strictly increasing in ``[0, L - 2]``) is used as given.
 
-Deviations from the official code:
+Variants (``variant=``; both take every parameter above; ``counts=[k_1, ...]`` gives absolute
+per-stage counts instead of the scaled shares, e.g. the release's lists ``[300, 200, 110]``,
+``[303, 110, 36]``, ``[238, 48, 26]``, ``[66, 30, 17]`` for its RETAIN 192 / 128 / 96 / 64):
+
+``"paper"`` (default): everything described above and below, float32 scores and means (bf16 and
+float32 models choose alike).
+
+``"official"``: Gumpest/SparseVLMs@26a5f48 (``main``, the HEAD of the mirror; v1.5: ``score.py``'s
+default ``USE_VERSION=1_0`` selects the v1.5 lists), bit for bit on CPU in its arithmetic, in the
+model's dtype (:mod:`baselines.sparsevlm_official`): raters from a bf16 ``E_vis E_text^T`` /
+softmax / mean; head and rater means of the attention in the model's dtype
+(``LLMPlan.score_dtype="model"``); ``topk(min(count, v - 1))``; ``int(0.3 n) + 1`` recycled in
+``topk`` order, ``int(m / 10) + 1`` clusters, the release's ``cluster_and_merge`` (broadcast
+distances, ``c`` neighbours, density noise ``U(0, 1) * 1e-6`` from
+``torch.Generator().manual_seed(seed)``, ``seed=0``, drawn per stage in the release's order, the
+weights ``1 / (count + 1e-6)`` and their ``index_add_`` in the model's dtype); the recycled means
+placed AFTER the kept video tokens, as the release does: the deviation "recycled tokens sit at
+their centre's slot" of ``paper`` is **reproduced away** (the surviving slots are chosen so that
+the compacted sequence is the release's ``[kept in order, means in cluster order, text]``).
+Measured against the release's own lines exec'd at run time (its rater lines L200-204, its stage
+lines L259-299 with ``attn_postprocess_topk`` and ``cluster_and_merge``), on hand-made layer
+outputs, embeddings and attention (entries 20-576, later stages with fewer tokens, 1-40 text
+tokens, tied and flat attention, duplicated tokens, RETAIN 192/128/96/64 at layers 2/6/15): the
+sequence after the stage, bit for bit, fp32 150/150 and bf16 150/150 (``/work/main/.venv/bin/python
+/work/scratch/sparse_prune/compare.py``). Not bit-equal: the attention itself is the engine's
+(:mod:`vcast.models.attention_rows`, ``score_dtype="model"``: a float32 softmax rounded to bf16,
+HF's eager form), while the release's SDPA replacement calls ``torch.softmax`` on the bf16 logits;
+on CPU the two differ in the last bit in 42 of 480,000 random attention rows, and the kept sets
+of 200 random stages (100 of 200 tokens) did not change (0 tokens). The noise comes from a CPU
+generator (the release on a GPU draws from the CUDA generator; in bf16 the ``1e-6`` vanishes
+against densities of order 0.1-1 anyway). Defaults are the same as ``paper``'s (layers
+``[2, 5, 13]`` of 28 scaled, the "128" shares x ``r / 0.25`` of ``N0``: the release has no video or
+28-layer setting; at ``N0 = 576``, ``r = 0.25`` the counts are its ``[303, 110, 36]``).
+
+Deviations of ``variant="paper"`` from the official code:
 - the recycled cluster means are written at the slot (and position) of their cluster's centre
   token, among the kept video tokens in their original order; the official code inserts them
   after the kept video tokens, just before the text (so with compacted positions their position
-  ids differ; the set of tokens is the same);
+  ids differ; the set of tokens is the same; ``variant="official"`` places them as the release);
 - DPC-kNN without the random ``1e-6`` density noise (ties to the lower index,
   :mod:`baselines.dpc_knn`); the densest token's distance is its own farthest distance (official:
   the largest distance of the whole set); the clustered tokens are in column order (official: by
   descending score); the 1e-6 in the official mean's denominator is dropped;
 - every score in float32 (the official rater product and softmax run in the model dtype);
 - batch rows are handled independently (the official code assumes batch 1 and one image); several
-  videos of a row are pruned together, and their text is the tokens after the last one;
+  videos of a row are pruned together, and their text is the tokens after the last one (both
+  variants);
 - edge cases the official code does not meet: no text after the video -> no scores, the earliest
-  tokens stay (ties to the lower index); no token above the mean (e.g. one text token) -> every
-  text token is a rater.
+  tokens stay (ties to the lower index; ``official``: all-zero scores, ``topk``'s choice); no token
+  above the mean (e.g. one text token) -> every text token is a rater (``official``: none, NaN
+  scores, ``topk``'s choice, as the release).
 """
 
 from __future__ import annotations
@@ -82,6 +118,7 @@ from baselines.dpc_knn import (
     density_peak_centres,
     top_indices,
 )
+from baselines.sparsevlm_official import official_choose
 from vcast.models.llm_plan import (
     SCORE_MODES,
     LLMInfo,
@@ -93,6 +130,7 @@ from vcast.models.llm_plan import (
 )
 from vcast.registry import register_llm_method
 from vcast.validation import check_choice, check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +144,7 @@ CLUSTER_SIZE = 10  # one cluster per 10 recycled tokens (+1)
 FLOOR_TOLERANCE = 1e-9
 STATE_RATERS = "sparsevlm_raters"
 STATE_TEXT = "sparsevlm_text_tokens"
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def default_stage_layers(num_layers: int) -> list[int]:
@@ -218,11 +257,23 @@ def stage_counts(fractions: Sequence[float], scale: float, entry_tokens: int) ->
     return [max(1, math.floor(f * scale * entry_tokens + FLOOR_TOLERANCE)) for f in fractions]
 
 
-@register_llm_method("sparsevlm")
+def check_counts(counts: object, stages: int) -> list[int]:
+    """One absolute count ``>= 1`` per stage (ValueError naming ``counts``)."""
+    if isinstance(counts, (str, bytes)) or not isinstance(counts, Sequence):
+        raise ValueError(f"counts must be a list of token counts, got {counts!r}")
+    if len(counts) != stages:
+        raise ValueError(f"counts must have one count per pruning layer ({stages}), got {len(counts)}")
+    return [check_int("counts", count, 1) for count in counts]
+
+
+@register_llm_method("sparsevlm", variants=VARIANTS)
 def sparsevlm_plan(ratio: float, llm: LLMInfo, *, layers: Sequence[int] | None = None,
-                   fractions: Sequence[float] | None = None, recycling: bool = True,
-                   scores: str = "rows") -> LLMPlan:
+                   fractions: Sequence[float] | None = None, counts: Sequence[int] | None = None,
+                   recycling: bool = True, scores: str = "rows", variant: str = PAPER,
+                   seed: int = 0) -> LLMPlan:
     """Prune after each SparseVLM layer ``l`` (our stage ``l + 1``); see the module docstring."""
+    variant = check_variant("sparsevlm", variant, VARIANTS)
+    seed = check_int("seed", seed, 0)
     scores = check_choice("scores", scores, SCORE_MODES)
     if not isinstance(recycling, bool):
         raise ValueError(f"recycling must be True or False, got {recycling!r}")
@@ -230,7 +281,12 @@ def sparsevlm_plan(ratio: float, llm: LLMInfo, *, layers: Sequence[int] | None =
         stage_layers = default_stage_layers(llm.num_layers)
     else:
         stage_layers = [layer + 1 for layer in check_layers(layers, llm.num_layers)]
-    if fractions is None:
+    if counts is not None:  # absolute counts (the release's lists), used as given
+        if fractions is not None:
+            raise ValueError("give at most one of fractions and counts")
+        shares = check_counts(counts, len(stage_layers))
+        scale = 1.0
+    elif fractions is None:
         shares = [count / OFFICIAL_TOKENS for count in OFFICIAL_COUNTS]
         if len(shares) != len(stage_layers):
             raise ValueError(f"fractions must be given for the {len(stage_layers)} layers {list(layers)} "
@@ -248,11 +304,15 @@ def sparsevlm_plan(ratio: float, llm: LLMInfo, *, layers: Sequence[int] | None =
 
     def make_choose(share: float):
         def choose(inputs: StageInputs) -> StageChoice:
-            count = stage_counts([share], scale, inputs.entry_tokens)[0]
+            count = int(share) if counts is not None else stage_counts([share], scale, inputs.entry_tokens)[0]
+            if variant == OFFICIAL:
+                return official_choose(inputs, count, recycling, seed)
             return sparsevlm_choose(inputs, count, recycling)
 
         return choose
 
     stages = tuple(LLMStage(layer=layer, queries="text", score_layer=layer - 1, choose=make_choose(share))
                    for layer, share in sorted(schedule.items()))
+    if variant == OFFICIAL:  # the release's attention probabilities and head means in the model's dtype
+        return LLMPlan(stages=stages, positions="compact", scores=scores, score_dtype="model")
     return LLMPlan(stages=stages, positions="compact", scores=scores)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -9,7 +10,13 @@ import pytest
 import torch
 
 import vcast
-from baselines.prunevid import default_selected_layer, group_top_share, max_max_scores, split_ratio
+from baselines.prunevid import (
+    default_selected_layer,
+    group_top_share,
+    max_max_scores,
+    official_stage_b_choose,
+    split_ratio,
+)
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.registry import get_method, is_llm_method, method_inputs
 
@@ -209,3 +216,48 @@ def test_pinned_counts_at_25_percent() -> None:
     assert sel.keep.numel() == 64
     assert keep.numel() == sum(n // 2 for n in sel.budgets.tolist())
     assert 32 - 8 <= keep.numel() <= 32  # at most one token lost per frame
+
+
+# variant="official": Visual-AI/PruneVid@b12600c process_attention (our own known answers) ---------
+
+
+def test_official_plan() -> None:
+    plan = plan_for(0.2, variant="official", seed=4)
+    assert vcast.method_variants(METHOD) == ("paper", "official")
+    assert plan.pre_method == "prunevid_stage_a" and plan.pre_ratio == 0.5
+    assert plan.pre_params["variant"] == "official" and plan.pre_params["seed"] == 4
+    assert (plan.score_dtype, plan.score_scale, plan.positions) == ("model", "divide", "original")
+    stage = plan.stages[0]
+    assert (stage.rotary, stage.causal, stage.queries) == (False, False, "text")
+    paper = plan_for(0.2)
+    assert paper.score_dtype == "float32" and "variant" not in paper.pre_params
+    with pytest.raises(ValueError, match="'vidcom2_qwen'"):
+        plan_for(0.2, variant="vidcom2_qwen")
+
+
+def with_slots(inputs: StageInputs, frames: list[int], patches: list[int]) -> StageInputs:
+    return dataclasses.replace(inputs, frames=torch.tensor(frames), patches=torch.tensor(patches))
+
+
+def test_official_static_and_dynamic_groups_of_a_first_frame_by_hand() -> None:
+    """Frame 0 of a window (P = 20): static outputs at patches 0-4, dynamic ones at 10-19. alpha 0.4:
+    int(5 * 0.4) = 2 static (the best two: 0, 1) and int(10 * 0.4) = 4 dynamic (scores 0.5 .. 0.2 at
+    9, 10, 11, 12). The paper variant ranks the frame's 15 together: int(15 * 0.4) = 6, all static first."""
+    scores = torch.tensor([0.99, 0.98, 0.97, 0.96, 0.95, 0.1, 0.1, 0.1, 0.1, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05])
+    inputs = with_slots(stage_inputs([0] * 15, scores), [0] * 15, [0, 1, 2, 3, 4] + list(range(10, 20)))
+    assert official_stage_b_choose(inputs, 0.4).keep.tolist() == [0, 1, 9, 10, 11, 12]
+    assert choose(0.2, inputs, alpha=0.4).tolist() == [0, 1, 2, 3, 4, 9]
+
+
+def test_official_counts_truncate_the_float_product() -> None:
+    """One group of 100 tokens at alpha 0.29: int(100 * 0.29) = int(28.999999999999996) = 28
+    (the paper variant's exact decimal share keeps 29)."""
+    scores = torch.linspace(1.0, 0.01, 100)
+    inputs = with_slots(stage_inputs([0] * 100, scores), [0] * 100, list(range(100)))
+    assert official_stage_b_choose(inputs, 0.29).keep.tolist() == list(range(28))
+    assert choose(0.29 * 0.5, inputs, cluster_ratio=0.5).numel() == 29
+
+
+def test_official_without_queries_keeps_everything() -> None:
+    inputs = stage_inputs([0, 0, 1], torch.rand(3), no_queries=True)
+    assert official_stage_b_choose(inputs, 0.4).keep.tolist() == [0, 1, 2]

@@ -16,6 +16,12 @@ from baselines.prunevid_stage_a import (
     run_lengths,
     temporal_windows,
 )
+from baselines.prunevid_stage_a_official import (
+    cluster_vectors,
+    merge_group,
+    read_groups,
+    window_similarity,
+)
 from vcast.synthetic_features import synthetic_video_features
 
 METHOD = "prunevid_stage_a"
@@ -276,3 +282,113 @@ def test_takes_no_model_inputs() -> None:
     assert vcast.registry.method_inputs(METHOD) == ()
     with pytest.raises(ValueError, match="vision_attention"):
         vcast.select(torch.randn(4, 6, 8), 0.5, method=METHOD, vision_attention=torch.ones(4, 6))
+
+
+# variant="official": Visual-AI/PruneVid@b12600c merge_frames_dynamic (our own known answers) ------
+
+
+def test_official_variant_is_registered_and_others_refused() -> None:
+    assert vcast.method_variants(METHOD) == ("paper", "official")
+    with pytest.raises(ValueError, match="'fancy'"):
+        vcast.select(torch.randn(8, 4, 3), 0.5, method=METHOD, variant="fancy")
+
+
+def two_scene_video(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[8, 4, 3]: frames 0-3 all equal A, frames 4-7 all equal B (far apart)."""
+    a = torch.tensor([[1.0, 2, 3], [-1, 0, 2], [3, 1, 0], [0, 0, 1]])
+    return torch.cat([a.expand(4, 4, 3), (-5 * a).expand(4, 4, 3)]).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_official_two_static_scenes_by_hand(dtype: torch.dtype) -> None:
+    """int(8 * 0.25) = 2 temporal clusters: the two scenes (identical frames tie in density, the noise
+    only picks which of them is the centre), windows [4, 4]; every location is static (cosine 1 > 0.8),
+    4 static tokens per window (<= 14: not clustered), the mean of 4 equal tokens is the token; no
+    dynamic token. Output [A, B] at slots frame 0 patches 0-3, frame 4 patches 0-3, in the input dtype.
+    At ratio 0.125 the official output is the same (groups of <= 14 are never clustered) while the
+    paper variant keeps floor(0.125 * 32) = 4 (a fixed budget)."""
+    video = two_scene_video(dtype)
+    sel = vcast.select(video, 0.5, method=METHOD, variant="official")
+    assert sel.keep.tolist() == [0, 1, 2, 3, 16, 17, 18, 19]
+    assert sel.tokens.dtype == dtype and torch.equal(sel.tokens, torch.cat([video[0], video[4]]))
+    assert sel.budgets.tolist() == [4, 0, 0, 0, 4, 0, 0, 0]
+    assert torch.equal(vcast.select(video, 0.125, method=METHOD, variant="official").keep, sel.keep)
+    assert vcast.select(video, 0.125, method=METHOD).keep.numel() == 4
+
+
+def test_official_single_frame_window_quirk_by_hand() -> None:
+    """W = 1 divides by W (W - 1) = 0. Token (3, -3, -3): float32 unit 0.57735026 each, self-cosine
+    rounds to 1 + 2^-23, (1 + 2^-23 - 1) / 0 = +inf > tau: STATIC. bf16: norm sqrt(27) -> 5.1875,
+    3 / 5.1875 = 0.5783 -> 0.578125, 3 * 0.578125^2 = 1.00269 -> 1.0, (1 - 1) / 0 = NaN: dynamic.
+    Token (4, -4, -2): bf16 units (0.66796875, -0.66796875, -0.333984375), self-cosine 1.00391 -> 1.0078125:
+    +inf, static."""
+    window = torch.tensor([[[3.0, -3, -3], [4, -4, -2]]])
+    assert window_similarity(window).tolist() == [math.inf, math.inf]
+    sim16 = window_similarity(window.bfloat16())
+    assert math.isnan(sim16[0].item()) and sim16[1].item() == math.inf
+
+
+def test_official_two_frame_similarity_by_hand() -> None:
+    """W = 2, unit tokens (1, 0) and (0.6, 0.8): cos 0.6; (1 + 0.6 - 1) + (0.6 + 1 - 1) = 1.2, / 2 = 0.6."""
+    window = torch.tensor([[[1.0, 0.0]], [[0.6, 0.8]]])
+    assert window_similarity(window).item() == pytest.approx(0.6, abs=1e-6)
+
+
+def test_official_bf16_sums_flip_a_location_to_dynamic() -> None:
+    """Frames (1, 0) and (4, 3) in bf16: unit (0.8, 0.6) -> (0.80078125, 0.599609375); cosines
+    c_uv = 0.80078125, c_vv = 1.00078 -> 1.0. Per frame 1 + 0.80078125 = 1.80078125 is halfway between
+    the bf16 numbers 1.796875 and 1.8046875 -> even: 1.796875; (0.796875 * 2) / 2 = 0.796875 < 0.8:
+    dynamic. The same cosines summed in float32 give 0.80078125 > 0.8: static (float32 input: 0.8,
+    not above tau either way)."""
+    window = torch.tensor([[[1.0, 0.0]], [[4.0, 3.0]]])
+    assert window_similarity(window.bfloat16()).item() == 0.796875
+    assert window_similarity(window).item() == pytest.approx(0.8, abs=1e-6)
+
+
+def test_official_cluster_means_in_the_input_dtype_by_hand() -> None:
+    """One cluster of 1, 2, 4: the one-hot product sums to 7, / 3. float32: 7/3; bf16: 7/3 = 2.3333
+    -> 2.328125 (8 significant bits), not bf16 of the float32 mean of bf16 inputs computed otherwise."""
+    x = torch.tensor([[1.0], [2.0], [4.0]])
+    labels = torch.zeros(3, dtype=torch.long)
+    assert cluster_vectors(x, labels, 1).item() == pytest.approx(7 / 3, rel=1e-7)
+    assert cluster_vectors(x.bfloat16(), labels, 1).item() == 2.328125
+
+
+@pytest.mark.parametrize("count, ratio, expected", [(14, 0.5, 14), (15, 0.5, 7), (100, 0.29, 28), (16, 0.5, 8)])
+def test_official_group_counts(count: int, ratio: float, expected: int) -> None:
+    """<= 14 tokens: kept whole; else int(n * cluster_ratio), a truncated float product
+    (100 * 0.29 = 28.999999999999996 -> 28; the paper variant's exact decimal would give 29)."""
+    tokens = torch.randn(count, 4, generator=torch.Generator().manual_seed(count))
+    assert merge_group(tokens, ratio, 14, 7, torch.Generator().manual_seed(0)).shape == (expected, 4)
+
+
+def test_official_slots_encode_the_groups_for_stage_b() -> None:
+    """P = 10: a window starting at frame 0 with 2 static and 3 dynamic outputs per frame: frame 0 holds
+    patches 0, 1 (static) and 7, 8, 9 (dynamic), frame 1 patches 7-9; a gapless frame is one group."""
+    frames = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    patches = torch.tensor([0, 1, 7, 8, 9, 7, 8, 9, 0, 1, 2])
+    assert read_groups(frames, patches).tolist() == [True, True] + [False] * 9
+
+
+def test_official_slots_on_a_mixed_video() -> None:
+    """Even locations static, odd ones moving (P = 36, D = 24): every frame with outputs has them at
+    patches 0.. (static, first frame of a window) and P-d..P-1 (dynamic), ascending, in the input dtype."""
+    video = mixed_video(8, 36, 24, seed=2)
+    for dtype in (torch.float32, torch.bfloat16):
+        sel = vcast.select(video.to(dtype), 0.5, method=METHOD, variant="official")
+        assert sel.tokens.dtype == dtype and torch.all(sel.keep[1:] > sel.keep[:-1])
+        static = read_groups(sel.keep // 36, sel.keep % 36)
+        assert 0 < int(static.sum()) < sel.keep.numel()
+        # 18 static locations -> int(18 * 0.5) = 9 per window; 18 dynamic -> 9 per frame
+        assert int(static.sum()) % 9 == 0 and sel.budgets.max() <= 18
+
+
+def test_official_is_deterministic_per_seed_and_leaves_the_global_rng_alone() -> None:
+    video = mixed_video(8, 36, 24, seed=5)
+    state = torch.random.get_rng_state()
+    first = vcast.select(video, 0.5, method=METHOD, variant="official", seed=3)
+    again = vcast.select(video, 0.5, method=METHOD, variant="official", seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first.keep, again.keep) and torch.equal(first.tokens, again.tokens)
+    with pytest.raises(ValueError, match="seed"):
+        vcast.select(video, 0.5, method=METHOD, variant="official", seed=-1)

@@ -10,6 +10,7 @@ output of the layer just run, and after a stage the sequence is compacted to the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -17,6 +18,7 @@ import torch
 
 import vcast
 from baselines.sparsevlm import STATE_RATERS, sparsevlm_plan
+from baselines.sparsevlm_official import official_cluster_and_merge, official_raters
 from vcast import registry
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 
@@ -95,7 +97,9 @@ def test_registered_with_its_parameters():
     assert "sparsevlm" in vcast.available_methods()
     assert registry.is_llm_method("sparsevlm")
     assert registry.method_inputs("sparsevlm") == ()
-    assert vcast.method_params("sparsevlm") == {"layers": None, "fractions": None, "recycling": True, "scores": "rows"}
+    assert vcast.method_params("sparsevlm") == {"layers": None, "fractions": None, "counts": None, "recycling": True,
+                                                "scores": "rows", "variant": "paper", "seed": 0}
+    assert registry.method_variants("sparsevlm") == ("paper", "official")
 
 
 @pytest.mark.parametrize("llm, layers", [
@@ -291,3 +295,126 @@ def test_bad_parameters_name_themselves():
         sparsevlm_plan(0.25, QWEN2, scores="full")
     with pytest.raises(ValueError, match="recycling"):
         sparsevlm_plan(0.25, QWEN2, recycling="yes")
+
+
+# variant="official": Gumpest/SparseVLMs@26a5f48 arithmetic (our own known answers) ---------------
+
+
+def official_plan(ratio: float = 0.25, llm: LLMInfo = QWEN2, **params):
+    plan = sparsevlm_plan(ratio, llm, variant="official", **params)
+    plan.check(llm)
+    return plan
+
+
+def test_official_variant_plan_and_refusal():
+    assert official_plan().score_dtype == "model"  # the release's attention in the model dtype
+    assert sparsevlm_plan(0.25, QWEN2).score_dtype == "float32"
+    assert [s.layer for s in official_plan().stages] == [3, 6, 14]
+    with pytest.raises(ValueError, match="'vidcom2_qwen'"):
+        sparsevlm_plan(0.25, QWEN2, variant="vidcom2_qwen")
+    with pytest.raises(ValueError, match="seed"):
+        sparsevlm_plan(0.25, QWEN2, variant="official", seed=-1)
+    with pytest.raises(ValueError, match="counts"):
+        sparsevlm_plan(0.25, QWEN2, counts=[300, 200])
+    with pytest.raises(ValueError, match="fractions and counts"):
+        sparsevlm_plan(0.25, QWEN2, counts=[300, 200, 110], fractions=[0.5, 0.3, 0.2])
+
+
+def test_official_merge_of_three_tokens_by_hand():
+    """One cluster of 1, 2, 4: weights 1 / (3 + 1e-6) each, summed in token order.
+    float32: w = 1/3.000001; ((w + 2w) + 4w) = 2.3333325 (not 7/3 = 2.3333333).
+    bf16: 3 + 1e-6 rounds to 3; w = bf16(1/3) = 0.333984375; 0.333984375 + 0.66796875 = 1.001953125 -> 1.0;
+    1.0 + 1.3359375 = 2.3359375 is halfway between 2.328125 and 2.34375 -> even mantissa: 2.34375."""
+    x = torch.tensor([[1.0], [2.0], [4.0]])
+    w = 1 / (torch.tensor(3.0) + 1e-6)
+    got = official_cluster_and_merge(x, 1, torch.Generator().manual_seed(0))
+    assert got.item() == ((1 * w + 2 * w) + 4 * w).item() == pytest.approx(2.3333325, abs=1e-7)
+    assert got.item() != 7 / 3
+    got16 = official_cluster_and_merge(x.bfloat16(), 1, torch.Generator().manual_seed(0))
+    assert got16.dtype == torch.bfloat16 and got16.item() == 2.34375
+
+
+def official_inputs(video: torch.Tensor, video_scores: torch.Tensor, text: int = 2, dim: int = 2) -> StageInputs:
+    """Stage 0 of a row [PREFIX | N video | text]; every text row pays video token j ``video_scores[j]``;
+    the layer-0 embeddings make text token 0 the one rater (visual rows e_0, text 0 = 2 e_0, others 0)."""
+    count = video.shape[0]
+    embeddings = torch.zeros(PREFIX + count + text, dim, dtype=video.dtype)
+    embeddings[PREFIX : PREFIX + count, 0] = 1
+    embeddings[PREFIX + count, 0] = 2
+    inputs = stage_inputs(0, video, video_scores.float().expand(HEADS, text, -1).clone(), count, embeddings, {})
+    return dataclasses.replace(inputs, attention=inputs.attention.to(video.dtype))  # score_dtype="model"
+
+
+def test_official_recycled_means_sit_after_the_kept_tokens():
+    """6 video tokens, keep 3 (scores 0.6, 0.5, 0.4 at 1, 3, 5); the 3 pruned (0, 2, 4, scores 0.3, 0.1, 0.2)
+    give m = int(0.9) + 1 = 1 recycled token (0, the best) and one cluster: its mean x_0 / (1 + 1e-6).
+    The release's sequence is [x_1, x_3, x_5, mean]: the 4 surviving slots are {0, 1, 3, 5} and the
+    hidden states are written into them in that order (paper: the mean sits at slot 0)."""
+    video = torch.arange(12, dtype=torch.float32).view(6, 2) + 1
+    scores = torch.tensor([0.3, 0.6, 0.1, 0.5, 0.2, 0.4])
+    inputs = official_inputs(video, scores)
+    choice = official_plan(counts=[3, 2, 1]).stages[0].choose(inputs)
+    assert choice.keep.tolist() == [0, 1, 3, 5]
+    mean = video[0] * (1 / (torch.tensor(1.0) + 1e-6))
+    assert torch.equal(choice.tokens, torch.stack([video[1], video[3], video[5], mean]))
+    paper = sparsevlm_plan(0.25, QWEN2, counts=[3, 2, 1]).stages[0].choose(official_inputs(video, scores))
+    order = torch.argsort(paper.keep)
+    assert paper.keep[order].tolist() == [0, 1, 3, 5] and torch.equal(paper.tokens[order][0], video[0])
+
+
+@pytest.mark.parametrize("count, clusters", [(10, 2), (11, 1)])
+def test_official_cluster_count_at_the_boundary(count, clusters):
+    """40 tokens: keep 10 -> 30 pruned -> m = int(9.0) + 1 = 10 -> int(10 / 10) + 1 = 2 clusters;
+    keep 11 -> 29 pruned -> m = int(8.7) + 1 = 9 -> 1 cluster."""
+    g = torch.Generator().manual_seed(1)
+    video, scores = torch.randn(40, 3, generator=g), torch.rand(40, generator=g)
+    choice = official_plan(counts=[count, 2, 1]).stages[0].choose(official_inputs(video, scores, dim=3))
+    assert choice.keep.numel() == count + clusters == choice.tokens.shape[0]
+
+
+def test_official_keeps_at_most_all_but_one():
+    video, scores = torch.randn(5, 2), torch.tensor([0.5, 0.4, 0.3, 0.2, 0.1])
+    choice = official_plan(counts=[303, 110, 36]).stages[0].choose(official_inputs(video, scores))
+    # min(303, 5 - 1) = 4 kept; 1 pruned -> m = 1 -> 1 cluster: slots {0..4}, the mean of token 4 last
+    assert choice.keep.tolist() == [0, 1, 2, 3, 4]
+    assert torch.equal(choice.tokens[:4], video[:4])
+
+
+def test_official_raters_hand_computed():
+    """E_vis = [[1, 0], [1, 0]], E_text = [[2, 0], [0, 0], [0, 0]]: each visual row's products (2, 0, 0),
+    softmax (e^2, 1, 1) / (e^2 + 2) = (0.787, 0.106, 0.106); above the mean 1/3: text token 0."""
+    emb = torch.tensor([[9.0, 9.0], [1, 0], [1, 0], [2, 0], [0, 0], [0, 0]])
+    for dtype in (torch.float32, torch.bfloat16):
+        assert official_raters(emb.to(dtype), torch.tensor([1, 2]), 3).tolist() == [0]
+
+
+def test_official_one_text_token_has_no_rater_and_nan_scores():
+    """The release's ``r > mean(r)`` with one text token (softmax 1 > 1 is False): no rater, the
+    rater mean is NaN; ``topk`` still keeps min(count, v - 1) tokens."""
+    emb = torch.randn(PREFIX + 6 + 1, 2)
+    assert official_raters(emb, torch.arange(PREFIX, PREFIX + 6), 1).numel() == 0
+    inputs = stage_inputs(0, torch.randn(6, 2), torch.rand(HEADS, 1, 6), 6, emb, {})
+    choice = official_plan(counts=[3, 2, 1]).stages[0].choose(inputs)
+    assert choice.keep.numel() == 4
+
+
+def test_official_is_deterministic_per_seed_and_leaves_the_global_rng_alone():
+    g = torch.Generator().manual_seed(3)
+    video, scores = torch.randn(60, 4, generator=g), torch.rand(60, generator=g)
+    state = torch.random.get_rng_state()
+    first = official_plan(counts=[10, 5, 2], seed=5).stages[0].choose(official_inputs(video, scores, dim=4))
+    again = official_plan(counts=[10, 5, 2], seed=5).stages[0].choose(official_inputs(video, scores, dim=4))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first.keep, again.keep) and torch.equal(first.tokens, again.tokens)
+
+
+def test_official_bf16_follows_the_model_dtype():
+    """bf16 hidden states: the merged tokens are bf16 and differ from the float32 run (paper: the same
+    kept tokens for both dtypes, float32 means)."""
+    g = torch.Generator().manual_seed(4)
+    video, scores = torch.randn(40, 8, generator=g), torch.rand(40, generator=g)
+    f32 = official_plan(counts=[10, 5, 2]).stages[0].choose(official_inputs(video, scores, dim=8))
+    b16 = official_plan(counts=[10, 5, 2]).stages[0].choose(official_inputs(video.bfloat16(), scores.bfloat16(), dim=8))
+    assert b16.tokens.dtype == torch.bfloat16 and f32.tokens.dtype == torch.float32
+    assert torch.equal(f32.keep, b16.keep)
+    assert not torch.equal(f32.tokens[-2:].bfloat16(), b16.tokens[-2:])  # the means: bf16 arithmetic
