@@ -99,6 +99,55 @@ Deliberate deviations from the official code:
   model dtype. Batch rows are all handled (the official asserts batch size 1). The LLaVA-Video
   per-row newline "patches" and the LLaVA-OV trailing newline are not video tokens here
   (inllm_methods.md 7.6).
+
+The description and deviations above are those of ``variant="paper"`` (the default, unchanged).
+
+``variant="official"`` (``official_choose``; the pieces in :mod:`baselines.framefusion_official`):
+the release's arithmetic, in the model's dtype, at the same call sites as above.
+
+* Bit-equal (CPU, measured against the release's ``FrameFusion`` module loaded at run time,
+  ``/work/scratch/framefusion/compare.py``): the layer-0 merge (``framefusion_merge``
+  ``variant="official"``, part A: fp32 160/160, bf16 160/160); one in-LLM merge step given the
+  hidden states and the sparsity list (part B: the kept set, the merged values in the model's
+  dtype and the new list / flags, fp32 160/160, bf16 160/160, the capped branch in 62 / 58 of
+  them); one pruning step given the attention row (part C: the head mean ``torch.mean(dim=(1, 2))``
+  in the row's dtype, ``round`` half to even, ``torch.topk``'s tie order, fp32 160/160, bf16
+  160/160). The budget formula is the release's float arithmetic with ``L = num_layers`` (None:
+  28, the release's hard-coded value; pass the real depth, e.g. 36 for Qwen3-VL-8B, for a port);
+  the branch tests are the release's float ones (``a < u``, ``int(u n)``); the exhausted budget is
+  handled as in ``paper`` (the release raises).
+* The pruning row: the plan asks for ``score_dtype="model"`` rows (one query row, ``q k^T`` times
+  ``1/sqrt(d)`` in the model's dtype, as the release's ``scaled_dot_product_attention`` with
+  ``num=1``). Part D (random Qwen2 attention layers, S up to 1200): fp32 120/120 rows bit-equal;
+  bf16 119/120 rows bit-equal (1 of 496,144 probabilities differs: the release applies
+  ``torch.softmax`` to bf16 logits, the recompute a float32 softmax rounded to bf16, which
+  ``vcast/models/attention_rows.py`` owns); the pruned set was equal in 120/120. ``scores="eager"``
+  reads HF's eager weights (an ``S x S`` product: in float32 another GEMM shape than the
+  release's one row), so keep ``scores="rows"``.
+* Not reproducible with layer-boundary hooks: **where the in-LLM steps act.** The release merges
+  and prunes between a layer's attention and its MLP; a hook can only re-lay the sequence between
+  layers (shrinking it inside a layer would need a replaced decoder-layer forward). For
+  *pruning* this changes nothing: the MLP is per token, so pruning after it keeps the same tokens
+  with the same values (a scratch run of the release's module at both placements on a random
+  28-layer Qwen2 stack, ``/work/scratch/framefusion/placement.py``: 40/40 identical kept sets in
+  fp32 and bf16, hidden states equal in bf16; fp32 differed by 0.2% relative on average through
+  GEMM shapes). For an in-LLM *merge* the similarity is taken on the layer's output instead of
+  ``h + Attn(h)``, and the merged token is the mean of the MLP outputs instead of the MLP of the
+  mean: on one random Qwen2 layer (``placement_local.py``) the candidate test flips for 2.5% of
+  token pairs and a merged value differs by a median 5.6% (cosine 0.6-0.8), 2.2% (0.8-0.95),
+  0.5% (>= 0.95) relative. In-LLM merges (after the layer-0 one) are the only steps affected;
+  the layer-0 merge runs before any layer, exactly as in the release. The release's call after the
+  last layer's attention has no boundary (it would change only that MLP's input).
+* Not reproducible without the release's state: **the first stage reconstructs the layer-0
+  merge's outcome** from the entering tokens (``official_entry_state``): ``N = (last present
+  frame + 1) P``; a removal of exactly ``int(u N) > 0`` tokens (or ``a >= u``) is read as the
+  capped branch. Exact whenever the video's last frame keeps a token and the uncapped merge did not
+  have exactly ``int(u N)`` candidates; when whole trailing frames were merged away ``N`` and ``a``
+  come out too small (part E, synthetic videos with many such cases: fp32 259/336, bf16 264/336;
+  every miss lost its last frame(s)). Exact with the original ``T P`` per video from the engine
+  (not in ``StageInputs``).
+* Several videos in one row are handled independently (the release has one sparsity list and
+  merges across the videos of its sequence; it asserts batch size 1).
 """
 
 from __future__ import annotations
@@ -114,6 +163,15 @@ import torch
 from baselines.dpc_knn import top_indices
 from baselines.fastv import last_token_scores
 from baselines.framefusion_merge import merge_cap
+from baselines.framefusion_official import (
+    RELEASE_BUDGET_LAYERS,
+    adjacent_similarity,
+    merge_choice,
+    merge_tokens,
+    patch_major,
+    prune_choice,
+    pruning_ratio,
+)
 from vcast.models.llm_plan import (
     SCORE_MODES,
     LLMInfo,
@@ -124,41 +182,19 @@ from vcast.models.llm_plan import (
 )
 from vcast.registry import register_llm_method
 from vcast.temporal import cosine
-from vcast.validation import check_choice, check_range
+from vcast.validation import check_choice, check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
 
 PRE_METHOD = "framefusion_merge"
 STATE_KEY = "framefusion"  # inputs.state[STATE_KEY][video] -> VideoState
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def default_similarity_bound(family: str) -> float:
     """S_th of the official examples: 0.5 for Qwen (Qwen2-VL), 0.6 otherwise (LLaVA-Video)."""
     return 0.5 if family.lower().startswith("qwen") else 0.6
-
-
-def pruning_ratio(sparsity_list: Sequence[float], cost: float, num_layers: int) -> float:
-    """FrameFusion's ``_compute_pruning_ratio`` with the real ``num_layers``.
-
-    Returns the share ``p`` of the current video tokens the next step must remove so that the
-    layer-averaged share equals ``cost``: ``1 - (L cost - used) / ((L - |list|) s_last)``, 0 when
-    that keep share exceeds 1. Raises ValueError("The cost is too small ...") when ``used > L cost``.
-    """
-    remaining_share = 1.0
-    used = 0.0
-    for sparsity in sparsity_list:
-        remaining_share *= 1.0 - sparsity
-        used += remaining_share
-    remain = num_layers * cost - used
-    if remain < 0:
-        raise ValueError(f"The cost is too small: cost {cost} over {num_layers} layers is {num_layers * cost:.4f} "
-                         f"layer-shares, the merges so far already used {used:.4f}")
-    steps_left = num_layers - len(sparsity_list)
-    if steps_left <= 0 or remaining_share <= 0:
-        raise ValueError(f"The cost is too small: no layer is left after {len(sparsity_list)} merge steps of "
-                         f"{num_layers}")
-    keep = remain / (steps_left * remaining_share)
-    return 0.0 if keep > 1 else 1.0 - keep
 
 
 @dataclass
@@ -254,11 +290,12 @@ def _warn_exhausted(inputs: StageInputs, video: int, cost: float, error: ValueEr
                    "dropped (the official raises here)", inputs.layer, video, error)
 
 
-def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio_lower_bound: float
-                       ) -> StageChoice:
-    """One FrameFusion stage on one batch row (see the module docstring)."""
+def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio_lower_bound: float,
+                       budget_layers: int | None = None) -> StageChoice:
+    """One FrameFusion stage on one batch row (see the module docstring); ``budget_layers`` is the
+    budget formula's ``L`` (None: the model's depth)."""
     states: dict[int, VideoState] = inputs.state.setdefault(STATE_KEY, {})
-    num_layers = inputs.num_layers
+    num_layers = inputs.num_layers if budget_layers is None else budget_layers
     total = inputs.visual.numel()
     keep_parts: list[torch.Tensor] = []
     updates: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -332,20 +369,106 @@ def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ra
     return StageChoice(keep=keep, tokens=tokens)
 
 
-@register_llm_method("framefusion")
+def official_entry_state(frames: torch.Tensor, cost: float, ratio_lower_bound: float, num_layers: int
+                         ) -> VideoState:
+    """The release's state after its layer-0 merge, from the frame index of each entering token [n0].
+
+    The stages see neither the release's state nor the video's original length, so it is read off
+    the counts: ``N = (last present frame + 1) * P`` (``P`` = the tokens of frame 0, never merged)
+    as in :func:`entry_state`, ``removed = N - n0``. The release took the capped branch iff
+    ``|cand| / N >= u`` (floats) and then removed ``int(u N)``; an uncapped merge removes
+    ``|cand|`` with ``|cand| / N < u``. A removal of exactly ``int(u N) > 0`` is read as capped
+    (it was uncapped only if exactly that many tokens were candidates). Wrong when whole trailing
+    frames were merged away (``N`` too small), see the module docstring.
+    """
+    per_frame = int((frames == 0).sum())
+    total = (int(frames.max()) + 1) * per_frame
+    removed = max(0, total - frames.numel())
+    cap_share = pruning_ratio([], cost, num_layers)
+    share = removed / total
+    if share >= cap_share or (removed > 0 and removed == int(cap_share * total)):
+        return VideoState([], True, True, total)
+    return VideoState([share], share < ratio_lower_bound, False, total)
+
+
+def official_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio_lower_bound: float,
+                    budget_layers: int) -> StageChoice:
+    """One stage of the release (``variant="official"``) on one batch row: its merge step or its
+    prune step in the model's dtype (:mod:`baselines.framefusion_official`)."""
+    states: dict[int, VideoState] = inputs.state.setdefault(STATE_KEY, {})
+    total = inputs.visual.numel()
+    keep_parts: list[torch.Tensor] = []
+    token_parts: list[torch.Tensor] = []
+    changed = False
+    for video in torch.unique(inputs.videos).tolist():
+        local = torch.nonzero(inputs.videos == video).squeeze(1)  # indices into visual, ascending
+        hidden = inputs.hidden.index_select(0, inputs.visual[local])  # [n, C], the model's dtype
+        state = states.get(video)
+        if state is None:
+            state = states[video] = official_entry_state(inputs.frames[local], cost, ratio_lower_bound,
+                                                         budget_layers)
+        if state.finish_merging and state.finish_pruning:
+            keep_parts.append(local)
+            token_parts.append(hidden)
+            continue
+        count = local.numel()
+        try:
+            share = pruning_ratio(state.sparsity_list, cost, budget_layers)
+        except ValueError as error:
+            _warn_exhausted(inputs, video, cost, error)
+            state.finish_merging = state.finish_pruning = True
+            changed = True
+            continue
+        if state.finish_merging:  # the release's pruning branch
+            if inputs.attention is None:
+                raise ValueError("framefusion: the pruning stage needs the last token's attention row "
+                                 "(queries='last')")
+            kept = prune_choice(inputs.attention, inputs.visual[local], share)
+            keep_parts.append(local[kept])
+            token_parts.append(hidden[kept])
+            state.finish_pruning = True
+            changed = changed or kept.numel() != count
+            continue
+        order = patch_major(inputs.frames[local], inputs.patches[local])
+        ordered = hidden[order]
+        choice = merge_choice(adjacent_similarity(ordered, inputs.patches[local][order]), threshold, share)
+        if choice.capped:
+            state.finish_merging = state.finish_pruning = True
+        else:
+            state.sparsity_list.append(choice.share)
+            state.finish_merging = choice.share < ratio_lower_bound
+        logger.debug("framefusion[official]: layer %d video %d merges %d of %d (capped %s)", inputs.layer, video,
+                     int(choice.merged.sum()), count, choice.capped)
+        survivors = ~choice.merged
+        keep_parts.append(local[order[survivors]])
+        token_parts.append(merge_tokens(ordered, choice.merged)[survivors])
+        changed = changed or bool(choice.merged.any())
+    if not changed:
+        return StageChoice(keep=torch.arange(total, device=inputs.visual.device))
+    if not keep_parts:
+        return StageChoice(keep=torch.zeros(0, dtype=torch.long, device=inputs.visual.device))
+    return StageChoice(keep=torch.cat(keep_parts), tokens=torch.cat(token_parts))
+
+
+@register_llm_method("framefusion", variants=VARIANTS)
 def framefusion_plan(ratio: float, llm: LLMInfo, *, cost: float | None = None,
                      similarity_lower_bound: float | None = None, ratio_lower_bound: float = 0.1,
-                     scores: str = "rows") -> LLMPlan:
+                     num_layers: int | None = None, scores: str = "rows", variant: str = PAPER) -> LLMPlan:
     """FrameFusion: the layer-0 merge before the LLM, then a stage at every boundary 1..L-1.
 
     Args:
         ratio: r in (0, 1], the layer-averaged share of video tokens (FrameFusion's cost).
-        llm: the language model (its real depth sets the budget formula's L).
-        cost: override of the budget (None: ``cost = r``; the official default is 0.3).
+        llm: the language model (``paper``: its real depth sets the budget formula's L).
+        cost: override of the budget (None: ``cost = r``; the release's default is 0.3).
         similarity_lower_bound: S_th (None: 0.5 for Qwen, 0.6 otherwise).
         ratio_lower_bound: merging stops after a step that removes less than this share.
+        num_layers: the budget formula's ``L`` (None: the model's depth for ``paper``, 28 for
+            ``official``, the release's hard-coded value).
         scores: "rows" or "eager" (where the last token's attention row comes from).
+        variant: ``"paper"`` or ``"official"`` (the release bit for bit in the model's dtype; see
+            the module docstring for what the layer-boundary hooks cannot reproduce).
     """
+    variant = check_variant("framefusion", variant, VARIANTS)
     cost = check_range("cost", ratio if cost is None else cost, 0.0, 1.0)
     if cost <= 0:
         raise ValueError(f"cost must be in (0, 1], got {cost!r}")
@@ -353,8 +476,19 @@ def framefusion_plan(ratio: float, llm: LLMInfo, *, cost: float | None = None,
                  else check_range("similarity_lower_bound", similarity_lower_bound, -1.0, 1.0))
     ratio_lower_bound = check_range("ratio_lower_bound", ratio_lower_bound, 0.0, 1.0)
     scores = check_choice("scores", scores, SCORE_MODES)
+    budget_layers = None if num_layers is None else check_int("num_layers", num_layers, 1)
+    if variant == OFFICIAL:
+        budget_layers = RELEASE_BUDGET_LAYERS if budget_layers is None else budget_layers
+        choose = functools.partial(official_choose, cost=cost, threshold=threshold,
+                                   ratio_lower_bound=ratio_lower_bound, budget_layers=budget_layers)
+        stages = tuple(LLMStage(layer=layer, choose=choose, queries="last", score_layer=layer - 1)
+                       for layer in range(1, llm.num_layers))
+        return LLMPlan(stages=stages, pre_method=PRE_METHOD, pre_ratio=cost,
+                       pre_params={"threshold": threshold, "num_layers": budget_layers, "variant": OFFICIAL},
+                       positions="original", scores=scores, score_dtype="model", score_scale="multiply")
+    extra = {} if budget_layers is None else {"budget_layers": budget_layers}
     choose = functools.partial(framefusion_choose, cost=cost, threshold=threshold,
-                               ratio_lower_bound=ratio_lower_bound)
+                               ratio_lower_bound=ratio_lower_bound, **extra)
     stages = tuple(LLMStage(layer=layer, choose=choose, queries="last", score_layer=layer - 1)
                    for layer in range(1, llm.num_layers))
     return LLMPlan(stages=stages, pre_method=PRE_METHOD, pre_ratio=cost, pre_params={"threshold": threshold},

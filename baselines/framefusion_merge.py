@@ -46,6 +46,23 @@ Deliberate deviations from the official code:
   in float32, not in the model dtype in place on the residual stream.
 * The token grid is the P tokens of a frame: the LLaVA-Video per-row newline "patches" and the
   LLaVA-OV trailing newline are not video tokens of this harness (inllm_methods.md 7.6).
+
+The deviations above are those of ``variant="paper"`` (the default: float32 whatever the input
+dtype, decimal cap, stable ties; unchanged).
+
+``variant="official"``: the release's first ``FrameFusion.forward`` call (thu-nics/FrameFusion@fbec1d2
+``framefusion/main.py`` L103-138 with L180-343), bit for bit on CPU in float32 and bf16, through
+:mod:`baselines.framefusion_official`: patch-major order, cosines ``sum(a*b) / (|a| |b|)`` in the
+input dtype (no epsilon), candidates by ``sim >= S_th`` in that dtype (S_th cast to it), the cap
+``u = _compute_pruning_ratio([], r)`` in floats with ``L = num_layers`` (None: the release's
+hard-coded 28) and the float branch test ``a < u``, ``torch.topk(sim, int(u N))`` in the capped
+branch (the release's tie order), members added one by one in the input dtype and divided by
+``k + 1`` in it. ``tokens`` come back in the input dtype. Measured against the release's module
+loaded at run time (``/work/scratch/framefusion/compare.py``, part A: T in 1..16, P in 1..24,
+random / nearly static / exactly tied / drifting videos, r and S_th varied): float32 160/160,
+bf16 160/160 exact kept sets and token values (``paper`` on the same cases: 150/160 and 126/160 kept
+sets). Remaining deviation of the official variant: the grid is the harness's (no newline
+"patches"); a single video per call (the release merges across every video of its sequence).
 """
 
 from __future__ import annotations
@@ -56,13 +73,23 @@ from fractions import Fraction
 
 import torch
 
+from baselines.framefusion_official import (
+    RELEASE_BUDGET_LAYERS,
+    adjacent_similarity,
+    merge_choice,
+    merge_tokens,
+    pruning_ratio,
+)
 from baselines.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import cosine
-from vcast.validation import check_range
+from vcast.validation import check_int, check_range
+from vcast.variants import OFFICIAL, PAPER, check_variant
 
 logger = logging.getLogger(__name__)
+
+VARIANTS = (PAPER, OFFICIAL)
 
 
 def merge_cap(ratio: float, total: int) -> int:
@@ -77,19 +104,32 @@ def previous_frame_similarity(frames: torch.Tensor) -> torch.Tensor:
     return torch.cat([first, cosine(x[1:], x[:-1])], dim=0)
 
 
-@register_method("framefusion_merge", inputs=())
-def framefusion_merge_select(frames: torch.Tensor, ratio: float, *, threshold: float = 0.6) -> Selection:
+@register_method("framefusion_merge", inputs=(), variants=VARIANTS)
+def framefusion_merge_select(frames: torch.Tensor, ratio: float, *, threshold: float = 0.6,
+                             num_layers: int | None = None, variant: str = PAPER) -> Selection:
     """FrameFusion's first merge on ``frames`` [T, P, D].
 
     Args:
         frames: float [T, P, D], any dtype and device.
-        ratio: r in (0, 1], FrameFusion's cost; the merge removes at most ``floor((1 - r) * N)``.
+        ratio: r in (0, 1], FrameFusion's cost; the merge removes at most ``floor((1 - r) * N)``
+            (``official``: ``int(u * N)`` with the release's float ``u``).
         threshold: S_th, the cosine at or above which a token merges into its predecessor.
+        num_layers: ``official`` only: the ``L`` of the release's budget formula that sets the
+            cap ``u`` (None: 28, the release's hard-coded value).
+        variant: ``"paper"`` (float32, decimal cap, stable ties) or ``"official"`` (the release
+            bit for bit, in the input dtype).
     Returns:
-        Selection with merged ``tokens`` [K, D] float32; K = ``ceil(r * N)`` when the cap binds,
-        else ``N - |candidates|``.
+        Selection with merged ``tokens`` [K, D] (float32 for ``paper``, the input dtype for
+        ``official``); K = ``ceil(r * N)`` when the cap binds, else ``N - |candidates|``.
     """
+    variant = check_variant("framefusion_merge", variant, VARIANTS)
     threshold = check_range("threshold", threshold, -1.0, 1.0)  # a cosine
+    if variant == OFFICIAL:
+        layers = RELEASE_BUDGET_LAYERS if num_layers is None else check_int("num_layers", num_layers, 1)
+        return official_merge_select(frames, ratio, threshold=threshold, num_layers=layers)
+    if num_layers is not None:
+        raise ValueError("framefusion_merge: num_layers is a parameter of variant='official' (the paper variant's "
+                         f"cap is exactly 1 - r), got num_layers={num_layers!r}")
     num_frames, tokens_per_frame, dim = frames.shape
     total = num_frames * tokens_per_frame
     device = frames.device
@@ -123,3 +163,24 @@ def framefusion_merge_select(frames: torch.Tensor, ratio: float, *, threshold: f
     logger.debug("framefusion_merge: N=%d candidates=%d cap=%d -> %d tokens", total, num_candidates, cap,
                  positions.numel())
     return selection_from_positions(positions, num_frames, tokens_per_frame, tokens=tokens)
+
+
+def official_merge_select(frames: torch.Tensor, ratio: float, *, threshold: float, num_layers: int) -> Selection:
+    """The release's layer-0 merge on ``frames`` [T, P, D], in their dtype (see the module docstring).
+
+    Returns the Selection of the unmerged tokens; ``tokens`` [K, D] in ``frames``' dtype.
+    """
+    num_frames, tokens_per_frame, dim = frames.shape
+    total = num_frames * tokens_per_frame
+    device = frames.device
+    # patch-major flat indices t * P + i: by patch, then frame (the release's order)
+    order = torch.arange(total, device=device).view(num_frames, tokens_per_frame).t().reshape(-1)
+    patch_of = torch.arange(tokens_per_frame, device=device).repeat_interleave(num_frames)
+    ordered = frames.reshape(total, dim)[order]
+    sims = adjacent_similarity(ordered, patch_of)
+    choice = merge_choice(sims, threshold, pruning_ratio([], ratio, num_layers))
+    tokens = merge_tokens(ordered, choice.merged)
+    survivors = ~choice.merged
+    logger.debug("framefusion_merge[official]: N=%d candidates share=%.4f capped=%s -> %d tokens", total,
+                 choice.share, choice.capped, int(survivors.sum()))
+    return selection_from_positions(order[survivors], num_frames, tokens_per_frame, tokens=tokens[survivors])

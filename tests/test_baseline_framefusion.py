@@ -421,7 +421,7 @@ def test_plans(family, layers, threshold):
 def test_registration():
     assert is_llm_method("framefusion")
     assert method_params("framefusion") == {"cost": None, "similarity_lower_bound": None, "ratio_lower_bound": 0.1,
-                                            "scores": "rows"}
+                                            "num_layers": None, "scores": "rows", "variant": "paper"}
     with pytest.raises(ValueError, match="attach"):
         vcast.select(torch.randn(2, 4, 8), 0.5, method="framefusion")
 
@@ -434,3 +434,111 @@ def test_registration():
 def test_parameter_errors(params, name):
     with pytest.raises(ValueError, match=name):
         _plan(0.25, 28, **params)
+
+
+# variant="official": thu-nics/FrameFusion@fbec1d2 in the model's dtype ---------------------------------------
+from baselines.framefusion import official_choose, official_entry_state  # noqa: E402
+from baselines.framefusion_official import prune_choice, prune_count  # noqa: E402
+from vcast.registry import method_variants  # noqa: E402
+
+
+def test_official_entry_state_reads_the_release_branch():
+    # P = 4 (frame 0), last present frame 1 -> N = 8. cost 0.25: u = 0.75, int(6) = 6.
+    frames = torch.tensor([0, 0, 0, 0, 1])  # removed 3 < 6: uncapped, a = 3/8
+    assert official_entry_state(frames, 0.25, 0.1, 28) == VideoState([0.375], False, False, 8)
+    # cost 0.6: u = 1 - 16.8 / 28 = 0.4, int(3.2) = 3 removed: the capped branch, both flags
+    assert official_entry_state(frames, 0.6, 0.1, 28) == VideoState([], True, True, 8)
+    # nothing removed: a = 0 < 0.1 stops merging (prune at the next stage)
+    assert official_entry_state(torch.tensor([0, 0, 1, 1]), 0.25, 0.1, 28) == VideoState([0.0], True, False, 4)
+
+
+def test_official_merge_stage_in_bf16():
+    # One patch over 3 frames, [1, 0], [2^-8, 0], [2^-8, 0] (cosines 1). Entry list [0.2]:
+    # u = 1 - (7 - 0.8) / (27 * 0.8) = 0.71296... > a = 2/3: all merge into frame 0, added in bf16
+    # (1 + 2^-8 rounds to 1, twice) then / 3 -> 0.333984375; a is appended, merging goes on.
+    hidden = torch.tensor([[1.0, 0.0], [2.0**-8, 0.0], [2.0**-8, 0.0]], dtype=torch.bfloat16)
+    inputs = _inputs(hidden, [0, 1, 2], [0, 0, 0])
+    inputs.state[STATE_KEY] = {0: VideoState([0.2], False, False, 3)}
+    choice = official_choose(inputs, cost=0.25, threshold=0.6, ratio_lower_bound=0.1, budget_layers=28)
+    assert choice.keep.tolist() == [0]
+    assert choice.tokens.dtype == torch.bfloat16 and choice.tokens.float().tolist() == [[0.333984375, 0.0]]
+    assert inputs.state[STATE_KEY][0] == VideoState([0.2, 2 / 3], False, False, 3)
+    # the same in float32: the exact mean 43/128
+    inputs = _inputs(hidden.float(), [0, 1, 2], [0, 0, 0])
+    inputs.state[STATE_KEY] = {0: VideoState([0.2], False, False, 3)}
+    choice = official_choose(inputs, cost=0.25, threshold=0.6, ratio_lower_bound=0.1, budget_layers=28)
+    assert choice.tokens.tolist() == [[43 / 128, 0.0]]
+
+
+def test_official_merge_stage_capped_and_finished():
+    # cost 0.5 with an entry list [0.6]: u = 1 - (14 - 0.4) / (27 * 0.4) < 0 -> keep share > 1 -> u = 0:
+    # a >= 0 always: capped with int(0 * n) = 0 merges, both flags set, nothing changes.
+    hidden = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    inputs = _inputs(hidden, [0, 1, 2], [0, 0, 0])
+    inputs.state[STATE_KEY] = {0: VideoState([0.6], False, False, 3)}
+    choice = official_choose(inputs, cost=0.5, threshold=0.6, ratio_lower_bound=0.1, budget_layers=28)
+    assert choice.keep.tolist() == [0, 1, 2]
+    assert inputs.state[STATE_KEY][0].finish_merging and inputs.state[STATE_KEY][0].finish_pruning
+
+
+def test_official_prune_count_rounds_half_to_even():
+    assert prune_count(10, 0.25) == 8  # 7.5 -> 8
+    assert prune_count(6, 0.25) == 4  # 4.5 -> 4
+    assert prune_count(2, 0.75) == 0  # 0.5 -> 0
+    assert prune_count(7, 0) == 7
+
+
+def test_official_prune_stage_head_mean():
+    # two heads; head means over video columns 1..4: 0.25, 0.15, 0.35, 0.05 -> keep the top 2
+    row = torch.tensor([[0.1, 0.2, 0.1, 0.4, 0.0, 0.2], [0.1, 0.3, 0.2, 0.3, 0.1, 0.0]])
+    attention = row[:, None, :]  # [H=2, R=1, S=6]
+    assert prune_choice(attention, torch.tensor([1, 2, 3, 4]), 0.5).tolist() == [0, 2]
+    # as a stage: merging finished, list [0.05] -> p = 1 - (7 - 0.95) / (27 * 0.95), round(4 (1 - p)) = 1
+    hidden = torch.randn(4, 8)
+    inputs = _inputs(hidden, [0, 0, 1, 1], [0, 1, 0, 1], attention_video=[0.1, 0.4, 0.2, 0.3])
+    inputs.state[STATE_KEY] = {0: VideoState([0.05], True, False, 4)}
+    choice = official_choose(inputs, cost=0.25, threshold=0.6, ratio_lower_bound=0.1, budget_layers=28)
+    assert choice.keep.tolist() == [1] and inputs.state[STATE_KEY][0].finish_pruning
+
+
+def test_official_plan_and_variants():
+    assert method_variants("framefusion") == ("paper", "official")
+    llm = LLMInfo("LLaVA-OneVision", 28)
+    plan = _plan(0.25, 28, variant="official")
+    plan.check(llm)
+    assert plan.score_dtype == "model" and plan.score_scale == "multiply" and plan.scores == "rows"
+    assert plan.pre_params == {"threshold": 0.6, "num_layers": 28, "variant": "official"}
+    assert plan.stages[0].choose.func is official_choose
+    assert plan.stages[0].choose.keywords["budget_layers"] == 28
+    qwen = _plan(0.25, 36, "Qwen3-VL", variant="official", num_layers=36)
+    assert qwen.pre_params["num_layers"] == 36 and qwen.pre_params["threshold"] == 0.5
+    paper = _plan(0.25, 28)
+    assert paper.score_dtype == "float32" and paper.pre_params == {"threshold": 0.6}
+    with pytest.raises(ValueError, match="vidcom2_qwen"):
+        _plan(0.25, 28, variant="vidcom2_qwen")
+    with pytest.raises(ValueError, match="num_layers"):
+        _plan(0.25, 28, num_layers=0)
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "llava_onevision"])
+def test_official_runs_in_the_tiny_models(arch, tiny_dirs):
+    # attach + generate with variant="official" (bf16 model, pre-LLM merge and stages in bf16): runs,
+    # is deterministic, and the paper variant of the same model also runs.
+    import os
+
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from tests.model_inputs import batch, clip
+
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    inputs = batch(arch, processor, ["What moves in this clip?"], [clip()])
+    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="sdpa",
+                                                        dtype=torch.bfloat16).eval()
+    outs = []
+    for variant in ("official", "official", "paper"):
+        with vcast.models.attach(model, "framefusion", 0.25, variant=variant) as handle, torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+            assert handle.stats.num_layers == len(model.model.language_model.layers)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])

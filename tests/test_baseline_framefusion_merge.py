@@ -198,6 +198,116 @@ def test_bad_threshold(bad):
 
 def test_registration_and_unknown_parameter():
     assert vcast.registry.method_inputs("framefusion_merge") == ()
-    assert vcast.method_params("framefusion_merge") == {"threshold": 0.6}
+    assert vcast.method_params("framefusion_merge") == {"threshold": 0.6, "num_layers": None, "variant": "paper"}
     with pytest.raises(ValueError, match="'k'"):
         vcast.select(_random(3, 4), 0.5, method="framefusion_merge", k=0.7)
+
+
+# variant="official": thu-nics/FrameFusion@fbec1d2 in the input dtype -------------------------------------
+from baselines.framefusion_official import adjacent_similarity, merge_choice, merge_tokens  # noqa: E402
+from vcast.registry import method_variants  # noqa: E402
+
+
+def _three_frames(dtype: torch.dtype) -> torch.Tensor:
+    """One patch over 3 frames: [1, 0], [2^-8, 0], [2^-8, 0]; every cosine is exactly 1."""
+    return torch.tensor([[[1.0, 0.0]], [[2.0**-8, 0.0]], [[2.0**-8, 0.0]]], dtype=dtype)
+
+
+def test_official_bf16_merge_adds_in_bf16():
+    # u = 1 - 28 * 0.25 / 28 = 0.75 > a = 2/3: both later frames merge into frame 0.
+    # The release adds in bf16: 1 + 2^-8 rounds to 1 (half to even), twice; then 1 / 3 in bf16
+    # is 0.333984375. In float32 the sum is 129/128 and the mean 43/128 = 0.3359375.
+    x = _three_frames(torch.bfloat16)
+    sel = vcast.select(x, 0.25, method="framefusion_merge", variant="official")
+    assert sel.keep.tolist() == [0]
+    assert sel.tokens.dtype == torch.bfloat16
+    assert sel.tokens.float().tolist() == [[0.333984375, 0.0]]
+    sel32 = vcast.select(x.float(), 0.25, method="framefusion_merge", variant="official")
+    assert sel32.tokens.dtype == torch.float32 and sel32.tokens.tolist() == [[43 / 128, 0.0]]
+    # paper: float32 whatever the input dtype
+    paper = vcast.select(x, 0.25, method="framefusion_merge")
+    assert paper.tokens.dtype == torch.float32 and paper.tokens.tolist() == [[43 / 128, 0.0]]
+
+
+def test_official_threshold_is_compared_in_the_similarity_dtype():
+    # torch casts the Python threshold to the tensor's dtype: 0.5978 becomes bf16 0.59765625.
+    sims = torch.tensor([-2.0, 0.59765625, 0.5], dtype=torch.bfloat16)
+    assert merge_choice(sims, 0.5978, 0.9).merged.tolist() == [False, True, False]
+    assert merge_choice(sims.float(), 0.5978, 0.9).merged.tolist() == [False, False, False]
+
+
+def test_official_merge_choice_branches():
+    sims = torch.tensor([-2.0, 0.9, 0.7, -2.0, 0.95, 0.2])
+    # a = 3/6 = 0.5 < u = 0.6: every candidate merges, a is the step's share
+    choice = merge_choice(sims, 0.6, 0.6)
+    assert choice.merged.tolist() == [False, True, True, False, True, False]
+    assert not choice.capped and choice.share == 0.5
+    # a = 0.5 >= u = 0.5: only int(0.5 * 6) = 3 ... the top 3, here all three candidates
+    assert merge_choice(sims, 0.6, 0.5).capped
+    # u = 0.4: int(2.4) = 2, the two most similar (0.95, 0.9)
+    choice = merge_choice(sims, 0.6, 0.4)
+    assert choice.capped and choice.merged.tolist() == [False, True, False, False, True, False]
+
+
+def test_official_similarity_has_no_epsilon():
+    # sum(a*b) / (|a| |b|): a zero vector gives NaN (never >= S_th), a patch's first token -2.
+    ordered = torch.tensor([[1.0, 0.0], [0.0, 0.0], [3.0, 4.0], [3.0, 4.0]])
+    sims = adjacent_similarity(ordered, torch.tensor([0, 0, 1, 1]))
+    assert sims[0] == -2 and math.isnan(sims[1]) and sims[2] == -2 and sims[3] == 1
+
+
+def test_official_merge_tokens_sequential_runs():
+    # patch-major [a0, a1, a2 | b0, b1]: runs (a1, a2) -> a0 and (b1) -> b0
+    ordered = torch.tensor([[1.0], [2.0], [6.0], [10.0], [20.0]])
+    merged = torch.tensor([False, True, True, False, True])
+    assert merge_tokens(ordered, merged).flatten().tolist() == [3.0, 2.0, 6.0, 15.0, 20.0]
+
+
+def test_official_cap_uses_the_release_float_budget():
+    # r = 0.8, N = 5 (static, 4 candidates): u = 1 - 28 * 0.8 / 28 = 0.19999999999999996 and
+    # a = 0.8 >= u: capped with int(u * 5) = int(0.9999999999999998) = 0 -> nothing merges.
+    # The paper cap floor((1 - 0.8) * 5) = 1 merges one token.
+    x = torch.ones(5, 1, 4)
+    assert vcast.select(x, 0.8, method="framefusion_merge", variant="official").keep.numel() == 5
+    assert vcast.select(x, 0.8, method="framefusion_merge").keep.numel() == 4
+    # num_layers is the formula's L: r = 0.9, N = 10: L = 28 gives u = 0.09999999999999998, int(u N) = 0
+    # (nothing merges); L = 36 gives u = 0.10000000000000009, int(u N) = 1.
+    y = torch.ones(10, 1, 4)
+    assert vcast.select(y, 0.9, method="framefusion_merge", variant="official").keep.numel() == 10
+    assert vcast.select(y, 0.9, method="framefusion_merge", variant="official", num_layers=36).keep.numel() == 9
+
+
+def test_official_bf16_vs_float32_choice_differs_paper_does_not():
+    # b = (153, 1, 1, 10, 205) / 256 has |b|^2 = (23409 + 1 + 1 + 100 + 42025) / 65536 = 1 exactly
+    # (every value and square exact), so its cosine to a = (1, 0, 0, 0, 0) is exactly
+    # 153/256 = 0.59765625 in float32 and in bf16. With S_th = 0.5977
+    # the bf16 comparison casts S_th to bf16 (0.59765625): a candidate; float32 compares with 0.5977: not.
+    a = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
+    b = torch.tensor([153.0, 1.0, 1.0, 10.0, 205.0]) / 256
+    assert float(b.double().norm()) == 1.0
+    x = torch.stack([a, b])[:, None, :]  # [T=2, P=1, D=5]
+    official32 = vcast.select(x, 0.25, method="framefusion_merge", variant="official", threshold=0.5977)
+    official16 = vcast.select(x.bfloat16(), 0.25, method="framefusion_merge", variant="official", threshold=0.5977)
+    assert official32.keep.tolist() == [0, 1] and official16.keep.tolist() == [0]
+    paper32 = vcast.select(x, 0.25, method="framefusion_merge", threshold=0.5977)
+    paper16 = vcast.select(x.bfloat16(), 0.25, method="framefusion_merge", threshold=0.5977)
+    assert paper32.keep.tolist() == paper16.keep.tolist() == [0, 1]
+
+
+def test_official_variant_registration_and_errors():
+    assert method_variants("framefusion_merge") == ("paper", "official")
+    with pytest.raises(ValueError, match="vidcom2_qwen"):
+        vcast.select(_three_frames(torch.float32), 0.5, method="framefusion_merge", variant="vidcom2_qwen")
+    with pytest.raises(ValueError, match="num_layers"):
+        vcast.select(_three_frames(torch.float32), 0.5, method="framefusion_merge", num_layers=28)
+    with pytest.raises(ValueError, match="num_layers"):
+        vcast.select(_three_frames(torch.float32), 0.5, method="framefusion_merge", variant="official", num_layers=0)
+
+
+def test_official_deterministic_and_single_frame():
+    x = _near_static(4, 9).bfloat16()
+    a = vcast.select(x, 0.3, method="framefusion_merge", variant="official")
+    b = vcast.select(x, 0.3, method="framefusion_merge", variant="official")
+    assert torch.equal(a.keep, b.keep) and torch.equal(a.tokens, b.tokens)
+    one = vcast.select(_random(1, 6), 0.25, method="framefusion_merge", variant="official")
+    assert one.keep.tolist() == list(range(6))
