@@ -232,7 +232,8 @@ _DEFAULTS = {
 }
 
 
-@register_method("fastvid", inputs=("vision_attention",), variants=FASTVID_VARIANTS)
+@register_method("fastvid", inputs=("vision_attention",), variants=FASTVID_VARIANTS,
+                 variant_inputs={VIDCOM2_QWEN: ()})  # the port ranks by token norms
 def fastvid_select(
     frames: torch.Tensor,
     ratio: float,

@@ -270,7 +270,8 @@ def check_outer_params(tau: Optional[float], beta: float, dominant_fraction: flo
     return tau, beta, dominant_fraction, dpc_k, max_window
 
 
-@register_method("holitom", inputs=("vision_attention",), variants=HOLITOM_VARIANTS)
+@register_method("holitom", inputs=("vision_attention",), variants=HOLITOM_VARIANTS,
+                 variant_inputs={VIDCOM2_QWEN: ()})  # the port ranks by token norms
 def holitom_select(
     frames: torch.Tensor,
     ratio: float,

@@ -189,7 +189,8 @@ def _compress_group(tokens: torch.Tensor, attention: torch.Tensor, keys: torch.T
     return positions, torch.cat([take(tokens, dominant_idx), merged], dim=1)
 
 
-@register_method("visionzip", inputs=("vision_attention", "vision_keys"), variants=VARIANTS)
+@register_method("visionzip", inputs=("vision_attention", "vision_keys"), variants=VARIANTS,
+                 variant_inputs={VIDCOM2_QWEN: ()})  # the port ranks by token norms
 def visionzip_select(
     frames: torch.Tensor,
     ratio: float,

@@ -120,6 +120,22 @@ def test_the_vision_encoder_is_probed_only_for_methods_that_need_it(models: dict
             assert handle._probe is None or handle._probe.attention == (method == "holitom")
 
 
+def test_the_vidcom2_qwen_ports_need_no_vision_attention(models: dict) -> None:
+    """The Qwen ports rank by token norms: nothing is probed for them (their efficiency figures
+    must not pay for an unused attention), while their official variants still probe."""
+    model, inputs, _ = models["qwen3_vl"]
+    for method in ("visionzip", "fastvid", "holitom"):
+        assert method_inputs(method, "vidcom2_qwen") == () and method_inputs(method, "official")
+        with vcast.models.attach(model, method, RATIO, variant="vidcom2_qwen") as handle:
+            assert handle._probe is None or not handle._probe.attention
+        with vcast.models.attach(model, method, RATIO, variant="official") as handle:
+            assert handle._probe is not None and handle._probe.attention
+    with vcast.models.attach(model, "holitom", RATIO, variant="vidcom2_qwen") as handle:
+        generate(model, inputs)
+        (video,) = handle.stats.segments
+    assert video.merged and video.kept > 0
+
+
 def test_vision_inputs_are_refused_with_compressed_images(models: dict) -> None:
     model, _, _ = models["qwen3_vl"]
     with pytest.raises(ValueError, match="videos only"):

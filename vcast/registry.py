@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from vcast.selection import Selection
 from vcast.variants import PAPER, VARIANTS, check_variant
@@ -38,21 +38,25 @@ _REGISTRY: dict[str, Compressor] = {}
 _INPUTS: dict[str, tuple[str, ...]] = {}
 _IN_LLM: set[str] = set()
 _VARIANTS: dict[str, tuple[str, ...]] = {}
+_VARIANT_INPUTS: dict[str, dict[str, tuple[str, ...]]] = {}
 MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
 
 
-def register_method(name: str, inputs: tuple[str, ...] = (),
-                    variants: tuple[str, ...] = (PAPER,)) -> Callable[[Compressor], Compressor]:
+def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str, ...] = (PAPER,),
+                    variant_inputs: Optional[dict[str, tuple[str, ...]]] = None) -> Callable[[Compressor], Compressor]:
     """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``.
 
     ``inputs``: the model inputs (names from ``MODEL_INPUTS``) the adapters must supply; each is
     also a keyword-only argument of ``fn``.
     ``variants``: the :mod:`vcast.variants` it has, ``"paper"`` first; a method with more than
     ``"paper"`` takes them as its keyword parameter ``variant``.
+    ``variant_inputs``: variants that need other model inputs than ``inputs`` (e.g. the VidCom2
+    Qwen ports rank by token norms and need none), so the adapters compute nothing unused.
     """
-    unknown = sorted(set(inputs) - set(MODEL_INPUTS))
+    variant_inputs = dict(variant_inputs or {})
+    unknown = sorted(set(inputs).union(*variant_inputs.values()) - set(MODEL_INPUTS))
     if unknown:
         raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
     _check_variants_declared(name, variants)
@@ -68,6 +72,10 @@ def register_method(name: str, inputs: tuple[str, ...] = (),
         _REGISTRY[name] = fn
         _INPUTS[name] = tuple(inputs)
         _VARIANTS[name] = tuple(variants)
+        stray = sorted(set(variant_inputs) - set(variants))
+        if stray:
+            raise ValueError(f"method {name!r} declares inputs for variants {stray} it does not have")
+        _VARIANT_INPUTS[name] = {variant: tuple(needed) for variant, needed in variant_inputs.items()}
         return fn
 
     return decorator
@@ -137,10 +145,11 @@ def get_method(name: str) -> Compressor:
     return _REGISTRY[name]
 
 
-def method_inputs(name: str) -> tuple[str, ...]:
-    """The model inputs (see the module docstring) that method ``name`` needs."""
+def method_inputs(name: str, variant: Optional[str] = None) -> tuple[str, ...]:
+    """The model inputs (see the module docstring) that method ``name`` needs (in ``variant``,
+    when that variant needs others)."""
     get_method(name)
-    return _INPUTS[name]
+    return _VARIANT_INPUTS.get(name, {}).get(variant, _INPUTS[name]) if variant else _INPUTS[name]
 
 
 def method_variants(name: str) -> tuple[str, ...]:

@@ -86,8 +86,9 @@ def attach(
             _check_param_values(plan.pre_method, plan.pre_ratio, plan.pre_params)
     else:
         _check_param_values(method, ratio, params)
-    if method_inputs(method) and compress_images:
-        raise ValueError(f"method {method!r} needs {', '.join(method_inputs(method))} from the vision encoder, "
+    needed = method_inputs(method, params.get("variant"))
+    if needed and compress_images:
+        raise ValueError(f"method {method!r} needs {', '.join(needed)} from the vision encoder, "
                          "which vcast reads for videos only; attach with compress_images=False")
     if model in _ATTACHED:
         raise ValueError(f"this {type(model).__name__} already has a vcast handle attached "
@@ -109,7 +110,8 @@ def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> No
     """
     generator = torch.Generator().manual_seed(0)
     frames = torch.randn(STAND_IN_FRAMES, 1024, 8, generator=generator)
-    inputs = stand_in_inputs(method_inputs(method), STAND_IN_FRAMES, (32, 32), 8, generator)
+    inputs = stand_in_inputs(method_inputs(method, params.get("variant")), STAND_IN_FRAMES, (32, 32), 8,
+                             generator)
     try:
         select(frames, ratio, method=method, **params, **inputs)
     except ValueError as error:

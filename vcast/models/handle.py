@@ -99,7 +99,7 @@ class PruningHandle:
         # those spans wait here for the call they belong to.
         self._early_vision: list[tuple[Mark, Mark]] = []
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
-        self._inputs = method_inputs(method)
+        self._inputs = method_inputs(method, self.params.get("variant"))
         self._probe: Optional[VisionProbe] = None
         self.plan: Optional[LLMPlan] = None
         self._drops: Optional[LayerDrops] = None
