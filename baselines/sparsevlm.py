@@ -118,7 +118,7 @@ from baselines.dpc_knn import (
     density_peak_centres,
     top_indices,
 )
-from baselines.sparsevlm_official import official_choose
+from baselines.sparsevlm_official import official_choose, rater_rows
 from vcast.models.llm_plan import (
     SCORE_MODES,
     LLMInfo,
@@ -179,13 +179,7 @@ def rater_scores(inputs: StageInputs) -> torch.Tensor | None:
     without text rows). Chooses the raters at the first call of the row's prefill (kept in ``state``)."""
     if inputs.attention is None or inputs.rows.numel() == 0:
         return None
-    if STATE_RATERS not in inputs.state:
-        text_tokens = inputs.rows.numel()
-        inputs.state[STATE_TEXT] = text_tokens
-        inputs.state[STATE_RATERS] = select_raters(inputs.embeddings, inputs.entry_visual, text_tokens)
-    text_tokens = inputs.state[STATE_TEXT]
-    # Text is never pruned: the row's original text is the last ``text_tokens`` query rows.
-    rows = inputs.state[STATE_RATERS].to(inputs.visual.device) + (inputs.rows.numel() - text_tokens)
+    rows = rater_rows(inputs, select_raters, STATE_RATERS, STATE_TEXT)
     attention = inputs.attention.index_select(1, rows).mean(0)  # head mean: [raters, S]
     return attention.index_select(1, inputs.visual).mean(0)
 

@@ -30,6 +30,8 @@ modelling_sparse_llama.py`` L198-322, ``score.py`` ``attn_postprocess_topk``, ``
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from vcast.models.llm_plan import StageChoice, StageInputs
@@ -97,6 +99,20 @@ def official_cluster_and_merge(x: torch.Tensor, clusters: int, generator: torch.
     return x.new_zeros(clusters, channels).index_add_(0, labels, (x * weights).type(x.dtype))
 
 
+def rater_rows(inputs: StageInputs, choose_raters: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+               raters_key: str, text_key: str) -> torch.Tensor:
+    """LongTensor ``[R]``: the query rows of the raters in ``inputs.attention``.
+
+    The raters are chosen once, at the row's first stage (``choose_raters(embeddings,
+    entry_visual, text_tokens)``), and kept in ``inputs.state``; text is never pruned, so the
+    row's original text is always the last ``text_tokens`` query rows.
+    """
+    if raters_key not in inputs.state:
+        inputs.state[text_key] = inputs.rows.numel()
+        inputs.state[raters_key] = choose_raters(inputs.embeddings, inputs.entry_visual, inputs.rows.numel())
+    return inputs.state[raters_key].to(inputs.visual.device) + (inputs.rows.numel() - inputs.state[text_key])
+
+
 def official_choose(inputs: StageInputs, count: int, recycling: bool, seed: int) -> StageChoice:
     """One SparseVLM stage as the release computes it (module docstring)."""
     present = inputs.visual.numel()
@@ -104,12 +120,7 @@ def official_choose(inputs: StageInputs, count: int, recycling: bool, seed: int)
     if inputs.attention is None or inputs.rows.numel() == 0:
         scores = torch.zeros(1, present, dtype=dtype, device=inputs.visual.device)  # no text: no rating
     else:
-        if STATE_RATERS not in inputs.state:
-            text_tokens = inputs.rows.numel()
-            inputs.state[STATE_TEXT] = text_tokens
-            inputs.state[STATE_RATERS] = official_raters(inputs.embeddings, inputs.entry_visual, text_tokens)
-        text_tokens = inputs.state[STATE_TEXT]
-        rows = inputs.state[STATE_RATERS].to(inputs.visual.device) + (inputs.rows.numel() - text_tokens)
+        rows = rater_rows(inputs, official_raters, STATE_RATERS, STATE_TEXT)
         scores = official_scores(inputs.attention, rows, inputs.visual)
     _, top = torch.topk(scores, min(count, present - 1), dim=1)
     keep = torch.sort(top[0]).values
