@@ -233,7 +233,8 @@ def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path,
         efficiency = record["efficiency"]
         share = efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
         assert share == pytest.approx(0.25, abs=0.01) if name != "dycoke" else share > 0.4
-    assert cells["visionzip_vcast"]["spec"]["method_params"] == {"temporal": "curvature"}
+    assert cells["visionzip_vcast"]["spec"]["method_params"] == {"temporal": "curvature", "variant": "paper"}
+    assert {record["spec"]["variant"] for record in cells.values()} == {"paper"}  # no experiment names others
 
 
 @pytest.mark.slow
