@@ -138,14 +138,13 @@ the release's arithmetic, in the model's dtype, at the same call sites as above.
   0.5% (>= 0.95) relative. In-LLM merges (after the layer-0 one) are the only steps affected;
   the layer-0 merge runs before any layer, exactly as in the release. The release's call after the
   last layer's attention has no boundary (it would change only that MLP's input).
-* Not reproducible without the release's state: **the first stage reconstructs the layer-0
-  merge's outcome** from the entering tokens (``official_entry_state``): ``N = (last present
-  frame + 1) P``; a removal of exactly ``int(u N) > 0`` tokens (or ``a >= u``) is read as the
-  capped branch. Exact whenever the video's last frame keeps a token and the uncapped merge did not
-  have exactly ``int(u N)`` candidates; when whole trailing frames were merged away ``N`` and ``a``
-  come out too small (part E, synthetic videos with many such cases: fp32 259/336, bf16 264/336;
-  every miss lost its last frame(s)). Exact with the original ``T P`` per video from the engine
-  (not in ``StageInputs``).
+* **The first stage reconstructs the layer-0 merge's outcome** (the release's state is not
+  passed between stages) from the entering tokens and the video's original ``T P``
+  (``StageInputs.video_sizes``, from the adapter): ``removed = T P - n0``; a removal of exactly
+  ``int(u N) > 0`` tokens (or ``a >= u``) is read as the capped branch, which is wrong only if the
+  uncapped merge had exactly ``int(u N)`` candidates. Without ``video_sizes`` (a hand-built
+  ``StageInputs``) ``N = (last present frame + 1) P``, which is too small when whole trailing
+  frames were merged away (synthetic videos with many such cases: fp32 259/336, bf16 264/336).
 * Several videos in one row are handled independently (the release has one sparsity list and
   merges across the videos of its sequence; it asserts batch size 1).
 """
@@ -157,6 +156,8 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from typing import Optional
 
 import torch
 
@@ -369,20 +370,20 @@ def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ra
     return StageChoice(keep=keep, tokens=tokens)
 
 
-def official_entry_state(frames: torch.Tensor, cost: float, ratio_lower_bound: float, num_layers: int
-                         ) -> VideoState:
+def official_entry_state(frames: torch.Tensor, cost: float, ratio_lower_bound: float, num_layers: int,
+                         original: Optional[int] = None) -> VideoState:
     """The release's state after its layer-0 merge, from the frame index of each entering token [n0].
 
-    The stages see neither the release's state nor the video's original length, so it is read off
-    the counts: ``N = (last present frame + 1) * P`` (``P`` = the tokens of frame 0, never merged)
-    as in :func:`entry_state`, ``removed = N - n0``. The release took the capped branch iff
+    The stages do not see the release's state, so it is read off the counts: ``N`` = the video's
+    ``T * P`` before the merge (``original``, from ``StageInputs.video_sizes``; without it,
+    ``(last present frame + 1) * P`` as in :func:`entry_state`, ``P`` = the tokens of frame 0,
+    never merged), ``removed = N - n0``. The release took the capped branch iff
     ``|cand| / N >= u`` (floats) and then removed ``int(u N)``; an uncapped merge removes
     ``|cand|`` with ``|cand| / N < u``. A removal of exactly ``int(u N) > 0`` is read as capped
     (it was uncapped only if exactly that many tokens were candidates). Wrong when whole trailing
     frames were merged away (``N`` too small), see the module docstring.
     """
-    per_frame = int((frames == 0).sum())
-    total = (int(frames.max()) + 1) * per_frame
+    total = original if original is not None else (int(frames.max()) + 1) * int((frames == 0).sum())
     removed = max(0, total - frames.numel())
     cap_share = pruning_ratio([], cost, num_layers)
     share = removed / total
@@ -406,7 +407,7 @@ def official_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio
         state = states.get(video)
         if state is None:
             state = states[video] = official_entry_state(inputs.frames[local], cost, ratio_lower_bound,
-                                                         budget_layers)
+                                                         budget_layers, inputs.video_sizes.get(video))
         if state.finish_merging and state.finish_pruning:
             keep_parts.append(local)
             token_parts.append(hidden)

@@ -450,6 +450,10 @@ def test_official_entry_state_reads_the_release_branch():
     assert official_entry_state(frames, 0.6, 0.1, 28) == VideoState([], True, True, 8)
     # nothing removed: a = 0 < 0.1 stops merging (prune at the next stage)
     assert official_entry_state(torch.tensor([0, 0, 1, 1]), 0.25, 0.1, 28) == VideoState([0.0], True, False, 4)
+    # Trailing frames merged away: the counts alone see N = 8 (a = 3/8); with the video's original
+    # T * P = 16 (StageInputs.video_sizes) 11 were removed, 11 < int(0.75 * 16) = 12 and
+    # 11 / 16 < 0.75: uncapped, a = 11/16, as the release recorded it.
+    assert official_entry_state(frames, 0.25, 0.1, 28, original=16) == VideoState([0.6875], False, False, 16)
 
 
 def test_official_merge_stage_in_bf16():

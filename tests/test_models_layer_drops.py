@@ -186,3 +186,22 @@ def test_in_llm_methods_refuse_bad_layers_and_select(sdpa_models: dict) -> None:
         vcast.models.attach(model, "fastv", 0.25, layer=2)
     with pytest.raises(ValueError, match="use vcast.models.attach"):
         vcast.select(torch.randn(2, 4, 8), 0.25, method="fastv")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_stages_see_each_videos_original_size(arch: str, sdpa_models: dict, test_planner: Any) -> None:
+    """``StageInputs.video_sizes``: the T * P each video of the row had before any pruning (what
+    FrameFusion's official budget counts from), per batch row."""
+    model, processor = sdpa_models[arch]
+    seen: list[dict[int, int]] = []
+
+    def record(inputs: StageInputs) -> StageChoice:
+        seen.append(dict(inputs.video_sizes))
+        return StageChoice(keep=torch.arange(inputs.visual.numel()))
+
+    name = test_planner("sizes", lambda ratio, llm: LLMPlan(stages=(LLMStage(layer=1, choose=record),)))
+    with vcast.models.attach(model, name, 1.0) as handle:
+        run(model, two_clips(arch, processor))
+        segments = handle.stats.segments
+    assert seen[:2] == [{0: segments[0].total}, {0: segments[1].total}]
+    assert segments[0].total != segments[1].total or arch != "qwen3_vl"  # the two clips differ in length

@@ -317,6 +317,8 @@ class PruningHandle:
                 tags.frame[segment.sample, kept_columns] = keep // segment.tokens_per_frame
                 tags.patch[segment.sample, kept_columns] = keep % segment.tokens_per_frame
                 tags.video[segment.sample, kept_columns] = videos_in_row.get(segment.sample, 0)
+                tags.sizes.setdefault(segment.sample, {})[videos_in_row.get(segment.sample, 0)] = (
+                    segment.frames * segment.tokens_per_frame)
                 videos_in_row[segment.sample] = videos_in_row.get(segment.sample, 0) + 1
             if selection.merges:
                 source.write(segment.kind, segment.sample, segment.columns[selection.keep.to(device)], selection.tokens)

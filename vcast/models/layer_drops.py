@@ -61,11 +61,14 @@ class VideoTags:
         frame: LongTensor ``[B, S]``: frame (temporal patch) within its video.
         patch: LongTensor ``[B, S]``: on-grid index within its frame.
         video: LongTensor ``[B, S]``: which video of the row.
+        sizes: ``sizes[b][v]``: the ``T * P`` tokens video ``v`` of row ``b`` had before any
+            pruning (what a method's budget counts from), for the videos tagged.
     """
 
     frame: torch.Tensor
     patch: torch.Tensor
     video: torch.Tensor
+    sizes: dict[int, dict[int, int]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, shape: tuple[int, int], device: torch.device) -> "VideoTags":
@@ -76,7 +79,7 @@ class VideoTags:
         def pick(values: torch.Tensor) -> torch.Tensor:
             return layout.gather(values, dim=1).masked_fill(~layout.valid.to(values.device), -1)
 
-        return VideoTags(pick(self.frame), pick(self.patch), pick(self.video))
+        return VideoTags(pick(self.frame), pick(self.patch), pick(self.video), self.sizes)
 
 
 @dataclass
@@ -280,7 +283,7 @@ class LayerDrops:
                 hidden=hidden[row], visual=visual, frames=state.tags.frame[row, visual],
                 patches=state.tags.patch[row, visual], videos=state.tags.video[row, visual], rows=queries,
                 attention=attention, entry_tokens=int(entry_visual.numel()), embeddings=state.embeddings[row],
-                entry_visual=entry_visual, state=state.states[row],
+                entry_visual=entry_visual, state=state.states[row], video_sizes=dict(state.tags.sizes.get(row, {})),
             )
             choice = stage.choose(inputs)
             keep = choice.keep.to(hidden.device).long()

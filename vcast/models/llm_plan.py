@@ -64,6 +64,8 @@ class StageInputs:
         embeddings: ``[S0, C]`` the row's input embeddings at layer 0.
         entry_visual: LongTensor ``[N0]``: columns of ``embeddings`` holding the video tokens.
         state: a dict the method may use to carry values between the stages of this row's prefill.
+        video_sizes: ``{video: T * P}``: each video's token count before any pruning (its
+            pre-LLM step included), when the adapter knows it.
     """
 
     stage: int
@@ -80,6 +82,7 @@ class StageInputs:
     embeddings: torch.Tensor
     entry_visual: torch.Tensor
     state: dict[str, Any]
+    video_sizes: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
