@@ -22,7 +22,7 @@ Two variants (``variant=``):
     ``allocation: official`` configs had before ``variant`` existed.
 
 ``"official"`` (the released code, bit for bit on CPU in float32 and bf16;
-:mod:`vcast.official_vcast`)
+:mod:`vcast.methods.vcast_official`)
   * Means, normalisation, curvature (``F.cosine_similarity(eps=1e-6)``: norms clamped, nothing
     added) and the spatial cosine term in the input dtype; softmax, allocator and norm term in
     float32; ``round(r T P)`` half to even, clipped to ``[1, T P]``, raised to ``T k_min``; the
@@ -51,7 +51,7 @@ import torch
 from vcast.allocation import allocate_official, allocate_paper
 from vcast.budget import official_total_budget, paper_total_budget
 from vcast.frame_stats import frame_stats
-from vcast.official_vcast import official_vcast_select
+from vcast.methods.vcast_official import official_vcast_select
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.spatial import SPATIAL_SCORERS, spatial_scores, top_per_frame
