@@ -176,3 +176,34 @@ def test_stock_lmms_eval_cli_runs_the_plugin(tiny_dirs: dict, synth_data: Path, 
     assert sum(r["items"] for r in records) == 4 and all(r["items"] == 2 for r in records)
     assert results["throughput"]["avg_kept_video_tokens"] == pytest.approx(
         sum(r["video_tokens_kept"] for r in records) / 4)
+
+
+def test_a_batch_across_tasks_reads_each_requests_own_video(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """A task group batches requests of several tasks whose video folders share file names: each
+    request's video comes from its own task's doc_to_visual (not the batch's first)."""
+    from lmms_eval.api.instance import Instance
+
+    items = [json.loads(line) for line in (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:2]]
+    folders = {}
+    for name, item in zip(("sub_a", "sub_b"), items):  # the same file name, different clips
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "video.mp4").write_bytes((synth_data / item["video"]).read_bytes())
+
+    def visual_of(task: str):
+        return lambda doc: [str(folders[task] / doc["video"])]
+
+    context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
+    requests = [Instance("generate_until", (context, {"max_new_tokens": 2}, visual_of(task), 0, task, "test"), idx=0,
+                         metadata={"task": task, "doc_id": 0, "repeats": 1}) for task in ("sub_a", "sub_b")]
+    kept = {}
+    for batch_size, chunk in ((1, [[r] for r in requests]), (2, [requests])):
+        plugin = _plugin("qwen3_vl", tiny_dirs, method="vcast", ratio=0.25, batch_size=batch_size)
+        plugin.task_dict = {task: {"test": [{"video": "video.mp4"}]} for task in folders}
+        for group in chunk:
+            plugin.generate_until(group)
+            kept.setdefault(batch_size, []).extend(s.keep.tolist() for s in plugin.handle.stats.segments)
+        if batch_size == 2:
+            assert plugin.efficiency.records[-1].task == "sub_a,sub_b"
+    assert kept[1][0] != kept[1][1]  # the two clips differ, so a mix-up would show
+    assert sorted(kept[2]) == sorted(kept[1])

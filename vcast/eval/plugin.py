@@ -187,8 +187,10 @@ class VCastLMM(lmms):
         progress = tqdm(total=len(requests), disable=self.rank != 0, desc=f"{self.method} r={self.ratio:g}")
         for chunk in ordered.get_batched(n=self.batch_size, batch_fn=None):
             contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
-            visuals = [doc_to_visual[0](self.task_dict[task][split][doc_id])
-                       for task, split, doc_id in zip(tasks, splits, doc_ids)]
+            # Each request's own doc_to_visual: a task group (MVBench's 20 subtasks) batches requests
+            # of several tasks, each reading its videos from its own folder.
+            visuals = [to_visual(self.task_dict[task][split][doc_id])
+                       for to_visual, task, split, doc_id in zip(doc_to_visual, tasks, splits, doc_ids)]
             gen_kwargs = dict(all_gen_kwargs[0])
             until = self._until(gen_kwargs)
             inputs = self._prepare(list(contexts), [list(v or []) for v in visuals]).to(self._device)
@@ -196,7 +198,7 @@ class VCastLMM(lmms):
                 self._needs_warmup = False
                 with torch.inference_mode():
                     self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
-            texts = self._generate(inputs, gen_kwargs, tasks[0], list(doc_ids))
+            texts = self._generate(inputs, gen_kwargs, ",".join(sorted(set(tasks))), list(doc_ids))
             for text, context in zip(texts, contexts):
                 for stop in until:
                     if stop:
