@@ -409,3 +409,14 @@ def test_profiles_build_apart_and_compare_side_by_side(tmp_path: Path) -> None:
     assert float(clean["MLVU"]) == pytest.approx(57.0)
     with pytest.raises(SystemExit):
         main(["build", "ablations", "--results", str(results), "--profile", "clean", "--compare", "clean"])
+
+
+def test_a_non_finite_score_skips_the_cell_with_a_problem(tmp_path: Path) -> None:
+    scorings = load_task_scorings()
+    for method, value in (("vanilla", 60.0), ("vcast", float("nan"))):
+        spec = _spec("t", "m", 32, 1.0 if method == "vanilla" else 0.25, method, scorings["mlvu"])
+        results, samples, _ = _task_files(scorings["mlvu"], {"MLVU": value})
+        write_cell(tmp_path, spec, "ok", results, samples)
+    collection = collect(tmp_path)
+    assert set(collection.frame["method"]) == {"vanilla"}
+    assert len(collection.problems) == 1 and "non-finite score(s) for MLVU" in collection.problems[0]

@@ -84,6 +84,9 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
             raise MalformedCell(f"samples file(s) missing: {', '.join(missing)}")
         samples = read_samples(paths) if paths else None
     values = benchmark_values(scoring, results, samples, where=base["cell"])
+    bad = sorted(name for name, value in values.items() if not math.isfinite(float(value)))
+    if bad:
+        raise MalformedCell(f"non-finite score(s) for {', '.join(bad)} in {results_path.name}")
     rows = [{**base, "benchmark": name, "value": float(value), "status": "ok"} for name, value in values.items()]
     efficiency = record.get("efficiency") or {}
     for key, column in EFFICIENCY_COLUMNS.items():
