@@ -153,6 +153,8 @@ def test_marks_match_the_paper_tex_for_the_main_table(paper_frame: pd.DataFrame)
 
 def test_exports(paper_frame: pd.DataFrame) -> None:
     table = build_table(paper_frame, LAYOUTS["qwen_results"], experiments=["qwen3vl_8b"])
+    tex = latex_text(table)
+    assert r"\resizebox" in tex and "graphicx" in tex.splitlines()[1]  # the header names every package it uses
     rows = list(csv.DictReader(io.StringIO(csv_text(table))))
     assert list(rows[0]) == ["frames", "ratio", "method", "MVBench", "LongVideoBench", "MLVU", "VideoMME",
                              "VideoMME-Short", "VideoMME-Medium", "VideoMME-Long", "Average", "Average%"]

@@ -156,7 +156,7 @@ def latex_text(table: Table) -> str:
     width = len(layout.columns) + 1
     lines = [
         f"% {layout.label} rebuilt by vcast.report from model {table.model}.",
-        r"% Needs \usepackage{booktabs,multirow} and \usepackage[table]{xcolor}.",
+        r"% Needs \usepackage{booktabs,multirow,graphicx} and \usepackage[table]{xcolor} (graphicx: \resizebox).",
         r"\begin{table*}[!t]",
         rf"\caption{{{layout.caption.replace('%', chr(92) + '%')}}}",
         r"\resizebox{\textwidth}{!}{",
