@@ -207,3 +207,33 @@ def test_a_batch_across_tasks_reads_each_requests_own_video(tiny_dirs: dict, syn
             assert plugin.efficiency.records[-1].task == "sub_a,sub_b"
     assert kept[1][0] != kept[1][1]  # the two clips differ, so a mix-up would show
     assert sorted(kept[2]) == sorted(kept[1])
+
+
+def test_unreadable_videos_are_answered_empty_and_recorded(tiny_dirs: dict, clip: str, tmp_path: Path) -> None:
+    """MVBench-style: doc_to_visual returns a path that does not exist, or a file that is not a
+    video. In one batch with a good clip, those two are recorded and answered empty, the good one
+    is generated; with ``missing_visuals=fail`` the first one raises."""
+    from lmms_eval.api.instance import Instance
+
+    from vcast.eval.video import MissingVideo
+
+    (tmp_path / "broken.mp4").write_bytes(b"\x00 not a video")
+    paths = {0: clip, 1: str(tmp_path / "gone.mp4"), 2: str(tmp_path / "broken.mp4")}
+    context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
+    requests = [Instance("generate_until", (context, {"max_new_tokens": 2}, lambda doc: [doc["path"]], i, "mv", "test"),
+                         idx=0, metadata={"task": "mv", "doc_id": i, "repeats": 1}) for i in paths]
+    plugin = _plugin("qwen3_vl", tiny_dirs, method="vcast", ratio=0.25, batch_size=3, efficiency_dir=str(tmp_path / "eff"))
+    plugin.task_dict = {"mv": {"test": [{"path": paths[i]} for i in paths]}}
+    answers = plugin.generate_until(requests)
+    assert answers[1] == answers[2] == "" and plugin.efficiency.records[-1].doc_ids == [0]
+    from vcast.eval.missing_visuals import read_missing
+
+    recorded = read_missing(tmp_path / "eff")
+    assert [(item["doc_id"], item["error"].split(":")[0]) for item in recorded] == [
+        (1, "MissingVideo"), (2, "UndecodableVideo")]
+    strict = _plugin("qwen3_vl", tiny_dirs, method="vcast", ratio=0.25, missing_visuals="fail")
+    strict.task_dict = plugin.task_dict
+    with pytest.raises(MissingVideo, match="gone.mp4"):
+        strict.generate_until(requests[1:2])
+    with pytest.raises(ValueError, match="missing_visuals"):
+        _plugin("qwen3_vl", tiny_dirs, missing_visuals="maybe")

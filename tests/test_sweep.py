@@ -208,9 +208,39 @@ def test_failing_cells_record_the_error_and_are_retried(tiny_dirs: dict, synth_d
     assert not (cell / DONE_FILE).exists() and (cell / "run.log").is_file()
     assert run_cell(spec, tmp_path / "results")["attempt"] == 2  # not finished, so tried again
 
+    assert "every item's video was unreadable" in read_cell(cell)["error"]
+
     missing = tiny_spec(tiny_dirs, method="fastvid_not_here")
     from vcast.sweep.spec import preflight
     assert "fastvid_not_here" in preflight(missing)
+
+
+def test_a_missing_video_costs_its_item_not_the_cell(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """One of three videos is gone: the cell finishes, the item is answered empty (scored as a
+    wrong answer) and recorded by id in cell.json and status."""
+    from vcast.sweep.status import cell_rows
+
+    task_dir = tmp_path / "tasks" / "vcast_synth_gap"
+    source = ROOT / "vcast" / "eval" / "tasks" / "vcast_synth"
+    task_dir.mkdir(parents=True)
+    (task_dir / "vcast_synth_gap.yaml").write_text(
+        (source / "vcast_synth.yaml").read_text().replace("task: vcast_synth", "task: vcast_synth_gap"))
+    (task_dir / "utils.py").write_text((source / "utils.py").read_text())
+    (task_dir / "data" / "videos").mkdir(parents=True)
+    lines = (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:3]
+    (task_dir / "data" / "vcast_synth.jsonl").write_text("\n".join(lines) + "\n")
+    for line in lines[1:]:  # the first item's video is missing
+        video = json.loads(line)["video"]
+        (task_dir / "data" / video).write_bytes((synth_data / video).read_bytes())
+    spec = tiny_spec(tiny_dirs, task="gap", lmms_tasks=["vcast_synth_gap"], include_paths=[str(tmp_path / "tasks")])
+    record = run_cell(spec, tmp_path / "results")
+    assert record["status"] == "ok", record.get("log_tail")
+    missing = record["missing_visuals"]
+    assert missing["count"] == 1 and missing["items"][0]["task"] == "vcast_synth_gap"
+    assert missing["items"][0]["doc_id"] == 0 and "is missing" in missing["items"][0]["error"]
+    assert record["efficiency"]["items"] == 2  # only the readable items reached the model
+    (row,) = cell_rows(tmp_path / "results")
+    assert row[1].endswith("1 missing video(s)")
 
 
 # Sweeps ----------------------------------------------------------------------------------------

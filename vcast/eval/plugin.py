@@ -19,6 +19,9 @@ from lmms_eval.api.model import lmms
 from tqdm import tqdm
 
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
+from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
+from vcast.eval.missing_visuals import MissingVisualsLog
+from vcast.eval.video import UNREADABLE_VIDEO
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class VCastLMM(lmms):
     ``device_map`` (``auto`` shards one model over the node's GPUs), ``device``, ``dtype``
     (``auto``: bfloat16 on GPU, float32 on CPU), ``positions`` and ``compress_images`` (see
     :func:`vcast.models.attach`), ``efficiency_dir`` (per-call records, one JSONL per rank),
+    ``missing_visuals`` (``skip``, default: an item whose video is missing or undecodable is
+    answered empty and recorded, see :mod:`vcast.eval.missing_visuals`; ``fail``: it fails the run),
     ``warmup`` (default true: generate two tokens for the first batch once, untimed, so one-time
     costs such as kernel selection are not charged to the first item).
     """
@@ -71,6 +76,7 @@ class VCastLMM(lmms):
         positions: Optional[str] = None,
         compress_images: bool = False,
         efficiency_dir: Optional[str] = None,
+        missing_visuals: str = "skip",
         warmup: bool = True,
         use_cache: bool = True,
         max_batch_size: Optional[int] = None,  # passed by lmms-eval's CLI; unused
@@ -81,7 +87,7 @@ class VCastLMM(lmms):
 
         from vcast.models import attach
         from vcast.registry import get_method
-        from vcast.validation import check_int
+        from vcast.validation import check_choice, check_int
 
         if attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
@@ -89,6 +95,7 @@ class VCastLMM(lmms):
         if str(batch_size) == "auto" or int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         get_method(method)  # an unknown name fails here, before the model is loaded
+        check_choice("missing_visuals", missing_visuals, MISSING_POLICIES)
         if ratio is None:
             ratio = 1.0 if method == "vanilla" else 0.25
 
@@ -121,6 +128,8 @@ class VCastLMM(lmms):
         self.handle = attach(self._model, method, self.ratio, positions=positions,
                              compress_images=compress_images, **method_params)
         self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
+        self.missing_policy = missing_visuals
+        self.missing = MissingVisualsLog(efficiency_dir, self._rank)
         logger.info("%s: %s on %s (%s, %s attention), method=%s ratio=%s params=%s, rank %d/%d",
                     type(self).__name__, pretrained, self._device, dtype, attn_implementation or "default",
                     method, self.ratio, method_params, self._rank, processes)
@@ -189,16 +198,22 @@ class VCastLMM(lmms):
             contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
             # Each request's own doc_to_visual: a task group (MVBench's 20 subtasks) batches requests
             # of several tasks, each reading its videos from its own folder.
-            visuals = [to_visual(self.task_dict[task][split][doc_id])
+            visuals = [self._visuals(to_visual, task, split, doc_id)
                        for to_visual, task, split, doc_id in zip(doc_to_visual, tasks, splits, doc_ids)]
             gen_kwargs = dict(all_gen_kwargs[0])
             until = self._until(gen_kwargs)
-            inputs = self._prepare(list(contexts), [list(v or []) for v in visuals]).to(self._device)
-            if self._needs_warmup:
-                self._needs_warmup = False
-                with torch.inference_mode():
-                    self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
-            texts = self._generate(inputs, gen_kwargs, ",".join(sorted(set(tasks))), list(doc_ids))
+            readable, inputs = self._prepare_readable(list(contexts), visuals, tasks, doc_ids)
+            texts = [""] * len(chunk)  # an unreadable item's answer: empty, scored as the task scores it
+            if readable:
+                inputs = inputs.to(self._device)
+                if self._needs_warmup:
+                    self._needs_warmup = False
+                    with torch.inference_mode():
+                        self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
+                generated = self._generate(inputs, gen_kwargs, ",".join(sorted({tasks[i] for i in readable})),
+                                           [doc_ids[i] for i in readable])
+                for index, text in zip(readable, generated):
+                    texts[index] = text
             for text, context in zip(texts, contexts):
                 for stop in until:
                     if stop:
@@ -209,6 +224,46 @@ class VCastLMM(lmms):
         progress.close()
         self._log_totals()
         return ordered.get_original(answers)
+
+    def _visuals(self, to_visual: Any, task: str, split: str, doc_id: Any) -> Optional[list[Any]]:
+        """The request's visuals from its own task's doc; None (recorded) when the task itself
+        reports the file missing (``FileNotFoundError``) and ``missing_visuals=skip``."""
+        try:
+            return list(to_visual(self.task_dict[task][split][doc_id]) or [])
+        except FileNotFoundError as error:
+            if self.missing_policy == "fail":
+                raise
+            self.missing.add(task, doc_id, error)
+            return None
+
+    def _prepare_readable(self, contexts: list[str], visuals: list[Optional[list[Any]]], tasks: tuple,
+                          doc_ids: tuple) -> tuple[list[int], Any]:
+        """``(indices of the requests whose videos read, their processor inputs)``.
+
+        The batch is prepared whole; only when a video cannot be read is each request tried alone,
+        so the unreadable ones are recorded (or, under ``missing_visuals=fail``, raised)."""
+        candidates = [i for i, items in enumerate(visuals) if items is not None]
+        if not candidates:
+            return [], None
+        try:
+            return candidates, self._prepare([contexts[i] for i in candidates], [visuals[i] for i in candidates])
+        except UNREADABLE_VIDEO as error:
+            if self.missing_policy == "fail":
+                raise
+            if len(candidates) == 1:
+                self.missing.add(tasks[candidates[0]], doc_ids[candidates[0]], error)
+                return [], None
+        readable = []
+        for index in candidates:
+            try:
+                self._prepare([contexts[index]], [visuals[index]])
+            except UNREADABLE_VIDEO as error:
+                self.missing.add(tasks[index], doc_ids[index], error)
+                continue
+            readable.append(index)
+        if not readable:
+            return [], None
+        return readable, self._prepare([contexts[i] for i in readable], [visuals[i] for i in readable])
 
     def _until(self, gen_kwargs: dict[str, Any]) -> list[str]:
         until = gen_kwargs.pop("until", None) or [self.tokenizer.decode(self.eot_token_id)]

@@ -35,15 +35,26 @@ class DecodedVideo:
     fps: float
 
 
+class MissingVideo(FileNotFoundError):
+    """A benchmark item's video file does not exist."""
+
+
+class UndecodableVideo(ValueError):
+    """A benchmark item's video exists but cannot be decoded."""
+
+
+UNREADABLE_VIDEO = (MissingVideo, UndecodableVideo)
+
+
 def _reader(path: str):
     import decord
 
     if not Path(path).is_file():
-        raise FileNotFoundError(f"video not found: {path}")
+        raise MissingVideo(f"video not found: {path}")
     try:
         return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
     except Exception as error:  # decord raises its own DECORDError
-        raise ValueError(f"cannot decode video {path}: {error}") from error
+        raise UndecodableVideo(f"cannot decode video {path}: {error}") from error
 
 
 def pick_codec() -> str:
@@ -96,13 +107,21 @@ def qwen_frame_count(requested: int, available: int, factor: int = 2) -> int:
     return count
 
 
+def _frames(reader, indices: list[int], path: str) -> np.ndarray:
+    """uint8 ``[T, H, W, 3]`` at ``indices``; a file that opens but fails mid-way is undecodable."""
+    try:
+        return reader.get_batch(indices).asnumpy()
+    except Exception as error:  # decord raises its own DECORDError
+        raise UndecodableVideo(f"cannot decode video {path} at frames {indices[:4]}...: {error}") from error
+
+
 def read_qwen_video(path: str, max_num_frames: int) -> DecodedVideo:
     """``qwen_vl_utils``' decord reader with ``nframes``: ``linspace(0, N-1, n).round()``."""
     reader = _reader(path)
     total, fps = len(reader), float(reader.get_avg_fps())
     count = qwen_frame_count(max_num_frames, total)
     indices = torch.linspace(0, total - 1, count).round().long().tolist()
-    frames = reader.get_batch(indices).asnumpy()
+    frames = _frames(reader, indices, path)
     logger.debug("read %s: %d of %d frames at %.3g fps", path, count, total, fps)
     return DecodedVideo(frames=frames, indices=indices, total_frames=total, fps=fps)
 
@@ -115,9 +134,9 @@ def read_llava_video(path: str, max_frames_num: int) -> DecodedVideo:
     reader = _reader(path)
     total, fps = len(reader), float(reader.get_avg_fps())
     if total < 1:
-        raise ValueError(f"the video {path} has no frames")
+        raise UndecodableVideo(f"the video {path} has no frames")
     indices = np.linspace(0, total - 1, max_frames_num, dtype=int).tolist()
-    frames = reader.get_batch(indices).asnumpy()
+    frames = _frames(reader, indices, path)
     return DecodedVideo(frames=frames, indices=indices, total_frames=total, fps=fps)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 from vcast.atomic_files import atomic_write_json, swap_in_dir
 from vcast.eval.efficiency import read_records, summarize
+from vcast.eval.missing_visuals import read_missing
 from vcast.eval.run import SUMMARY_FILE
 from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, identity_mismatch, is_complete, read_cell
 
@@ -248,7 +249,13 @@ def _collect(staging: Path) -> dict[str, Any]:
     }
     summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
     samples = sorted(str(p.relative_to(staging)) for p in (staging / "lmms_eval").rglob("*_samples_*.jsonl"))
+    missing = read_missing(staging / "efficiency")
+    items = sum(int(n.get("effective", n.get("original", 0))) if isinstance(n, dict) else int(n)
+                for n in results.get("n-samples", {}).values())
+    if missing and len(missing) >= items:
+        raise ValueError(f"every item's video was unreadable ({len(missing)}; first: {missing[0]['error']})")
     return {
+        "missing_visuals": {"count": len(missing), "items": missing},
         "results_file": str(results_files[0].relative_to(staging)),
         "samples_files": samples,
         "scores": scores,

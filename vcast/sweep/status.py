@@ -43,6 +43,9 @@ def cell_rows(root: Path) -> list[tuple[str, ...]]:
         limit = (record.get("spec") or {}).get("limit")
         if status == "ok" and limit is not None:
             status = f"partial (limit {limit:g})"  # a smoke run, not a full result
+        missing = (record.get("missing_visuals") or {}).get("count")
+        if status != "unreadable" and missing:
+            status += f", {missing} missing video(s)"
         efficiency = record.get("efficiency") or {}
         kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
         rows.append((
