@@ -37,7 +37,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         spec = spec_from_config(cfg, experiment)
     except ValueError as error:  # a bad grid point: record it and let the sweep go on
         logger.error("invalid cell: %s", error)
-        return {"status": "failed", "error": str(error)}
+        return _report({"status": "invalid", "error": str(error)})
     problem = preflight(spec)
     if problem is not None:
         record = record_failure(spec, results_root, problem)
@@ -51,8 +51,24 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         log_cell(record, project=wandb_cfg["project"], mode=wandb_cfg["mode"], entity=wandb_cfg.get("entity"),
                  directory=results_root / experiment / "wandb")
     logger.info("%s: %s", spec.name, record["status"])
-    return {"cell": spec.name, "status": record["status"]}
+    return _report({"cell": spec.name, "status": record["status"], "error": record.get("error", "")})
+
+
+def _report(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Hand the job's outcome to the sweep summary (the sweep folder is shared by every job)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from vcast.sweep.summary import record_outcome
+
+    runtime = HydraConfig.get()
+    output = Path(runtime.runtime.output_dir)
+    record_outcome(output.parent if runtime.mode == RunMode.MULTIRUN else output, outcome)
+    return outcome
 
 
 if __name__ == "__main__":
+    from vcast.sweep.summary import exit_code
+
     main()
+    raise SystemExit(exit_code())
