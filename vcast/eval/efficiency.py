@@ -61,13 +61,18 @@ class EfficiencyLog:
                 handle.write(json.dumps(asdict(record)) + "\n")
 
 
-def read_records(directory: str | Path) -> list[dict[str, Any]]:
-    """Every rank's records from ``directory`` (empty if there are none)."""
+def read_jsonl(directory: str | Path, pattern: str) -> list[dict[str, Any]]:
+    """The JSON lines of every file matching ``pattern`` in ``directory``, files in name order."""
     records: list[dict[str, Any]] = []
-    for path in sorted(Path(directory).glob("rank*.jsonl")):
+    for path in sorted(Path(directory).glob(pattern)):
         with path.open(encoding="utf-8") as handle:
             records.extend(json.loads(line) for line in handle if line.strip())
     return records
+
+
+def read_records(directory: str | Path) -> list[dict[str, Any]]:
+    """Every rank's records from ``directory`` (empty if there are none)."""
+    return read_jsonl(directory, "rank*.jsonl")
 
 
 def _mean_per_item(records: list[dict[str, Any]], key: str, items: int) -> Optional[float]:

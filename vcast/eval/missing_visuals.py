@@ -15,6 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
+from vcast.eval.efficiency import read_jsonl
+
 logger = logging.getLogger(__name__)
 
 POLICIES = ("skip", "fail")
@@ -40,8 +42,4 @@ class MissingVisualsLog:
 
 def read_missing(directory: str | Path) -> list[dict[str, Any]]:
     """Every rank's unreadable items under ``directory`` (empty if there are none)."""
-    items: list[dict[str, Any]] = []
-    for path in sorted(Path(directory).glob("missing_rank*.jsonl")):
-        with path.open(encoding="utf-8") as handle:
-            items.extend(json.loads(line) for line in handle if line.strip())
-    return items
+    return read_jsonl(directory, "missing_rank*.jsonl")
