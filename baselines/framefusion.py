@@ -154,7 +154,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from typing import Optional
