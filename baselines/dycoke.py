@@ -51,7 +51,7 @@ Variants (``variant=``; ``k=None`` is resolved per variant):
   ``DYCOKE_NUM_TOKENS_PER_FRAME`` is not a parameter (P comes from ``frames``).
 
 Measured agreement with the released codes loaded at run time on CPU
-(``/work/main/.venv/bin/python /work/scratch/dycoke/compare.py``; random, nearly static, slowly
+(a comparison outside the project, docs/fidelity.md; random, nearly static, slowly
 drifting, tied and repeated-vector videos, T = 1..40, P = 1..196, K / r varied): official
 (the LLM's token sequence) fp32 268/268, bf16 260/260 exact (plus 32 / 40 cases with T <= 4 where
 the release raises; there ours equals the VidCom2 port's sequence in all); vidcom2_qwen (kept

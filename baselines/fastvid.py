@@ -42,7 +42,7 @@ Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``b
   tokens' and anchors' own indices (merged tokens at their anchor's slot), as the port slices.
 
 Measured agreement with the released code, loaded at run time on CPU
-(``/work/main/.venv/bin/python /work/scratch/fastvid/compare.py``; exact = same kept positions and
+(a comparison outside the project, docs/fidelity.md; exact = same kept positions and
 bit-equal tokens; cases where both raise count as agreeing): official llava_ov fp32 150/150,
 bf16 150/150 (118 / 115 with outputs); llava_video fp32 154/154, bf16 154/154 (including 64 x 169
 runs of the unmodified code); qwen2_5_vl fp32 150/150, bf16 150/150; vidcom2_qwen fp32 150/150,

@@ -21,19 +21,19 @@ mean for a 3-frame chain), single-frame segments cluster all ``P`` tokens, ``att
 not mask picked tokens, float budgets (``ceil`` of float products), DPC-kNN noise
 ``torch.rand * 1e-6`` drawn from ``torch.Generator().manual_seed(seed)`` (``seed = 0``). Output
 tokens in ``frames``' dtype. Measured against the release loaded at run time on CPU, one thread
-(``/work/main/.venv/bin/python /work/scratch/flashvid/compare.py``; random, common-offset,
+(a comparison outside the project, docs/fidelity.md; random, common-offset,
 nearly static, piecewise-static and quantised/duplicated-token videos, T = 1..32, P = 2..196,
 D = 4..64, r = 0.05..0.6, both selections, min_segment_num 4 / 8, plus 20 edge settings x 5
 videos: T = 1, P = 1 / 2, the float-artefact ratio 0.28 at P = 100, r = 0.8 / 0.9, alpha 0 / 0.3
 / 1, thresholds -1 / 0 / 1, min_segment_num > T): kept indices and tokens bitwise equal in
-fp32 200/200 + 100/100 edge, bf16 200/200 + 100/100 edge (19 edge cases per dtype raise in
-both: a ValueError here), and 8/8 per dtype at full size (T = 32, P = 196; T = 16, P = 247). The one thing :class:`vcast.Selection` cannot hold: the release can
-put two outputs at one index (a single-frame segment's cluster centre on an ADTS token, which
-happens in nearly every single-frame segment; ``attn_div_v2`` picking a token twice). Here the
-last in the release's order is kept (the value its Qwen3-VL code writes into that slot); the
-release's sequence holds one more token there (the slot twice on Qwen3-VL, the other token
-beside it on LLaVA). The comparison applies the same rule to the release's output; about 40%
-of those random cases had at least one such index.
+fp32 200/200 + 100/100 edge, bf16 200/200 + 100/100 edge (19 edge cases per dtype raise in both: a
+ValueError here), and 8/8 per dtype at full size (T = 32, P = 196; T = 16, P = 247). The one thing
+:class:`vcast.Selection` cannot hold: the release can put two outputs at one index (a single-frame
+segment's cluster centre on an ADTS token, which happens in nearly every single-frame segment;
+``attn_div_v2`` picking a token twice). Here the last in the release's order is kept (the value its
+Qwen3-VL code writes into that slot); the release's sequence holds one more token there (the slot
+twice on Qwen3-VL, the other token beside it on LLaVA). The comparison applies the same rule to the
+release's output; about 40% of those random cases had at least one such index.
 
 ``variant="paper"``, vision side on ``frames`` [T, P, D] (every score in float32), ratio ``r`` =
 FlashVID's ``retention_ratio``:
@@ -91,7 +91,7 @@ float32 softmax rounded to that dtype; ``score_scale`` ``"multiply"`` by ``scali
 :mod:`vcast.models.attention_rows` (not this module): in bf16 the head mean has many exact ties,
 so the ``topk`` tie order decides real choices, and a GPU's one-row GEMM can round a logit
 differently from the release's kernel. The choice given the same rows: 300/300 fp32 and 300/300
-bf16 equal to the release's ``fastv_prune`` (``/work/scratch/flashvid/compare_llm.py``).
+bf16 equal to the release's ``fastv_prune`` (a comparison outside the project, docs/fidelity.md).
 
 Meaning of ``r`` for ``flashvid``: the retention ratio of the official code. The pre-LLM step
 keeps about ``r * expansion`` of the video tokens, the drop keeps ``llm_retention`` of those, so

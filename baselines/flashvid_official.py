@@ -47,7 +47,7 @@ release's ``topk`` of ``L P - b L <= 0`` values; always for ``b > P``, for ``b =
 would merge; single-frame segments go through, as in the release); ``temporal_threshold >= 1``
 with spatio-temporal tokens (the release divides by zero).
 
-Agreement (``/work/main/.venv/bin/python /work/scratch/flashvid/compare.py``, the release's
+Agreement (a comparison outside the project, docs/fidelity.md, the release's
 ``flashvid_compression`` loaded at run time, CPU, one thread): kept indices and token bits equal
 in fp32 200/200 random + 100/100 edge cases and bf16 200/200 + 100/100 (the same collision rule
 applied to the release's output; 19 edge cases per dtype raise in both), and 8/8 per dtype at

@@ -106,7 +106,7 @@ The description and deviations above are those of ``variant="paper"`` (the defau
 the release's arithmetic, in the model's dtype, at the same call sites as above.
 
 * Bit-equal (CPU, measured against the release's ``FrameFusion`` module loaded at run time,
-  ``/work/scratch/framefusion/compare.py``): the layer-0 merge (``framefusion_merge``
+  a comparison outside the project, docs/fidelity.md): the layer-0 merge (``framefusion_merge``
   ``variant="official"``, part A: fp32 160/160, bf16 160/160); one in-LLM merge step given the
   hidden states and the sparsity list (part B: the kept set, the merged values in the model's
   dtype and the new list / flags, fp32 160/160, bf16 160/160, the capped branch in 62 / 58 of
@@ -129,7 +129,7 @@ the release's arithmetic, in the model's dtype, at the same call sites as above.
   layers (shrinking it inside a layer would need a replaced decoder-layer forward). For
   *pruning* this changes nothing: the MLP is per token, so pruning after it keeps the same tokens
   with the same values (a scratch run of the release's module at both placements on a random
-  28-layer Qwen2 stack, ``/work/scratch/framefusion/placement.py``: 40/40 identical kept sets in
+  28-layer Qwen2 stack, a comparison outside the project, docs/fidelity.md: 40/40 identical kept sets in
   fp32 and bf16, hidden states equal in bf16; fp32 differed by 0.2% relative on average through
   GEMM shapes). For an in-LLM *merge* the similarity is taken on the layer's output instead of
   ``h + Attn(h)``, and the merged token is the mean of the MLP outputs instead of the MLP of the

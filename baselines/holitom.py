@@ -47,7 +47,7 @@ cut videos, attention ties, tau / beta / K / max_window varied, D in {0, 0.3, 0.
 ``official`` fp32 133/133 and bf16 133/133 exact tokens (the 17 more cases per dtype with a
 contextual cluster, where the release raises, equal the release with its position line fixed:
 17/17 each); ``vidcom2_qwen`` fp32 150/150 and bf16 150/150 exact keep and tokens. Command:
-``/work/main/.venv/bin/python /work/scratch/holitom/compare.py`` (outside the project).
+a comparison outside the project, docs/fidelity.md.
 
 Algorithm of ``"paper"`` on ``frames`` [T, P, D] (all in float32), ``N = T * P``:
 

@@ -16,7 +16,7 @@ non-top token (ascending) to ``torch.max``'s index, then ``h_t <- (h_t + h_j) / 
 in the model dtype**, rounding at every step (run by merge round, which rounds identically).
 Measured against the release's merge block (``holitom/modeling_qwen2.py``, exec'd from its own
 lines on the same hidden states and eager attention): fp32 150/150, bf16 150/150 exact kept
-positions and hidden states (``/work/main/.venv/bin/python /work/scratch/holitom/compare.py``).
+positions and hidden states (a comparison outside the project, docs/fidelity.md).
 Deviations of ``"official"`` kept: the release's visual span includes LLaVA's newline token
 (``N`` counts it, it can be merged away); here ``N`` is the video tokens only and the newline
 always stays (the engine treats it as text); ``round(N (1 - r_inner)) = 0`` makes the release

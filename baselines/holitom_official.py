@@ -48,7 +48,7 @@ product and the sum rounded) and the outputs are bf16. On GPU the ``cdist`` / re
 release run other kernels; the CPU comparison below is the bit-exact one.
 
 Measured agreement with the release, loading its functions at run time on CPU
-(``/work/scratch/holitom/compare.py``): see ``baselines/holitom.py``'s header.
+(a comparison outside the project, docs/fidelity.md): see ``baselines/holitom.py``'s header.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ with ``P > 28`` (fp32 and bf16; the 9 misses in 240 stage-A cases are all ``P = 
 ``paper`` grouping (frames) on the same scores would have changed the kept set in 63/120 (fp32) and
 61/120 (bf16) cases, about 0.6-0.7% of the kept tokens (355 of 51,908 and 358 of 61,518 set
 memberships differ)
-(``/work/main/.venv/bin/python /work/scratch/sparse_prune/compare.py``). Still not reproduced
+(a comparison outside the project, docs/fidelity.md). Still not reproduced
 (both variants): the KV cache of layers ``0..S_sel`` is not gathered to the kept set (decode
 steps there still see every stage-A token; the prefill and so the first generated token are
 unaffected), the queries include LLaVA-OneVision's newline token after the video, GQA is

@@ -54,7 +54,7 @@ functions loaded at run time from the extracted file (T 7-32, P 16-196, D 8-64, 
 (tied) and half-static videos): merged tokens and their order fp32 120/120 and bf16 120/120
 exact (and 5/5 per dtype at LLaVA-OneVision's size, T 32, P 196, D 128), ``refine_clusters``
 2000/2000 label sequences
-(``/work/main/.venv/bin/python /work/scratch/sparse_prune/compare.py``). Not reproduced: inputs
+(a comparison outside the project, docs/fidelity.md). Not reproduced: inputs
 the release cannot run (fewer than ``dpc_k`` or ``1 / temporal_segment_ratio`` frames: its
 ``topk`` raises; here ``k`` is clamped and there is at least one temporal cluster; a group whose
 ``int(n * ratio)`` is 0 is dropped here, the release raises).

@@ -36,8 +36,9 @@ frame ``f``'s dynamic outputs take frame ``f``, patches ``P-d .. P-1`` (``s + d 
 clustering never grows a group). Stage B reads a frame's static set as its run of patches from
 0 when a gap follows it (a frame without a gap holds one group); this is exact unless a window's
 first frame holds static and dynamic outputs filling all ``P`` patches, which needs both groups
-unclustered (``P <= 28`` or ``cluster_ratio = 1``); such a full frame is read as one group. On Qwen3-VL the slots' MRoPE coordinates are not the tokens'
-own (the release is PLLaVA-only; use ``variant="paper"`` there).
+unclustered (``P <= 28`` or ``cluster_ratio = 1``); such a full frame is read as one group. On
+Qwen3-VL the slots' MRoPE coordinates are not the tokens' own (the release is PLLaVA-only; use
+``variant="paper"`` there).
 
 Edge cases the release cannot run (its ``topk`` raises): fewer than ``dpc_k`` frames (``k`` is
 clamped to the number of points here), fewer than ``1 / temporal_segment_ratio`` frames (at least

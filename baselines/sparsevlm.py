@@ -73,8 +73,8 @@ Measured against the release's own lines exec'd at run time (its rater lines L20
 lines L259-299 with ``attn_postprocess_topk`` and ``cluster_and_merge``), on hand-made layer
 outputs, embeddings and attention (entries 20-576, later stages with fewer tokens, 1-40 text
 tokens, tied and flat attention, duplicated tokens, RETAIN 192/128/96/64 at layers 2/6/15): the
-sequence after the stage, bit for bit, fp32 150/150 and bf16 150/150 (``/work/main/.venv/bin/python
-/work/scratch/sparse_prune/compare.py``). Not bit-equal: the attention itself is the engine's
+sequence after the stage, bit for bit, fp32 150/150 and bf16 150/150 (a comparison outside the
+project, docs/fidelity.md). Not bit-equal: the attention itself is the engine's
 (:mod:`vcast.models.attention_rows`, ``score_dtype="model"``: a float32 softmax rounded to bf16,
 HF's eager form), while the release's SDPA replacement calls ``torch.softmax`` on the bf16 logits;
 on CPU the two differ in the last bit in 42 of 480,000 random attention rows, and the kept sets

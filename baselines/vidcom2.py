@@ -18,7 +18,7 @@ Variants (``variant=``):
   ``temporal="curvature"`` (the "+V-CAST budgeting" ablation is ours: paper only). Its
   ``mean q`` is the release's ``probs.mean()``; ``D = 1`` and a bf16 count above P (P > 256 not
   held by bf16, r near 1) raise a ValueError where the release fails. Measured against the
-  release loaded at run time (``/work/main/.venv/bin/python /work/scratch/vidcom2/compare.py``:
+  release loaded at run time (a comparison outside the project, docs/fidelity.md:
   random, near-static, tied and duplicated-token videos, T = 1..32, P = 1..513, r = 0.01..1):
   fp32 351/351, bf16 349/349, fp16 351/351 kept sets and counts exact (plus 8-10 cases per dtype
   where both refuse); ``variant="paper", allocation="official"`` agrees on only 322/351 fp32 and

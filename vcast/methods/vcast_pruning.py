@@ -35,7 +35,7 @@ Two variants (``variant=``):
   * Measured against the release loaded at run time on CPU (``torch.set_num_threads(1)``;
     random, nearly static, exactly static, quantised/tied, T = 1, T = 2, smooth-drift, Qwen3-VL
     sized T = 32 P = 260 D = 4096, half-way budgets, tau / k_min sweeps): fp32 324/324 and
-    bf16 324/324 kept sets identical (``/work/scratch/vcast/compare.py`` in the issue-15 work;
+    bf16 324/324 kept sets identical (a comparison outside the project, docs/fidelity.md;
     before, ``allocation="official"`` matched 256/324 and 120/324). The same torch calls run on
     CUDA, so the GPU result is the release's GPU result up to the kernels' own determinism.
   * Not reproduced: the release's model-level guards (an invalid ``grid_thw`` or a token-count

@@ -2,9 +2,9 @@
 
 One row per (cell, benchmark): ``experiment, model, frames, ratio, method, task, benchmark,
 value, status, cell, profile, variant`` (``profile``: ``reproduce`` or ``clean``, the sweep's;
-``variant``: the method's variant; cells from before variants read as ``reproduce`` / ``paper``). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed
-cell still yields one row per benchmark of its task, with ``value`` NaN, so tables can print
-``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
+``variant``: the method's variant; cells from before variants read as ``reproduce`` /
+``paper``). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed cell still
+yields one row per benchmark of its task, with ``value`` NaN, so tables can print ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
 
 Nothing here raises on a bad cell: unreadable or inconsistent files are logged, listed in
 :attr:`Collection.problems` and skipped, so one broken cell never hides the others.
