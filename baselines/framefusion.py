@@ -142,9 +142,10 @@ the release's arithmetic, in the model's dtype, at the same call sites as above.
   passed between stages) from the entering tokens and the video's original ``T P``
   (``StageInputs.video_sizes``, from the adapter): ``removed = T P - n0``; a removal of exactly
   ``int(u N) > 0`` tokens (or ``a >= u``) is read as the capped branch, which is wrong only if the
-  uncapped merge had exactly ``int(u N)`` candidates. Without ``video_sizes`` (a hand-built
-  ``StageInputs``) ``N = (last present frame + 1) P``, which is too small when whole trailing
-  frames were merged away (synthetic videos with many such cases: fp32 259/336, bf16 264/336).
+  uncapped merge had exactly ``int(u N)`` candidates (synthetic videos: 326/336 in fp32 and bf16,
+  the 10 misses all at P = 1). Without ``video_sizes`` (a hand-built ``StageInputs``)
+  ``N = (last present frame + 1) P``, which is too small when whole trailing frames were merged
+  away (the same videos: fp32 259/336, bf16 264/336).
 * Several videos in one row are handled independently (the release has one sparsity list and
   merges across the videos of its sequence; it asserts batch size 1).
 """
