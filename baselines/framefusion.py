@@ -286,9 +286,16 @@ def merge_runs(hidden: torch.Tensor, frames: torch.Tensor, patches: torch.Tensor
     return kept, grown, means
 
 
-def _warn_exhausted(inputs: StageInputs, video: int, cost: float, error: ValueError) -> None:
-    logger.warning("framefusion: at layer %d video %d has exhausted its budget (%s); its video tokens are all "
-                   "dropped (the official raises here)", inputs.layer, video, error)
+def _stage_share(inputs: StageInputs, video: int, state: VideoState, cost: float, num_layers: int) -> float | None:
+    """This stage's share of ``video`` (the budget formula), or None when its budget is exhausted:
+    then the video is finished and its tokens dropped (both variants; the release raises)."""
+    try:
+        return pruning_ratio(state.sparsity_list, cost, num_layers)
+    except ValueError as error:
+        logger.warning("framefusion: at layer %d video %d has exhausted its budget (%s); its video tokens are all "
+                       "dropped (the official raises here)", inputs.layer, video, error)
+        state.finish_merging = state.finish_pruning = True
+        return None
 
 
 def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio_lower_bound: float,
@@ -311,11 +318,8 @@ def framefusion_choose(inputs: StageInputs, *, cost: float, threshold: float, ra
             keep_parts.append(local)
             continue
         count = local.numel()
-        try:
-            share = pruning_ratio(state.sparsity_list, cost, num_layers)
-        except ValueError as error:
-            _warn_exhausted(inputs, video, cost, error)
-            state.finish_merging = state.finish_pruning = True
+        share = _stage_share(inputs, video, state, cost, num_layers)
+        if share is None:
             changed = True
             continue
         if state.finish_merging:  # the pruning step
@@ -413,11 +417,8 @@ def official_choose(inputs: StageInputs, *, cost: float, threshold: float, ratio
             token_parts.append(hidden)
             continue
         count = local.numel()
-        try:
-            share = pruning_ratio(state.sparsity_list, cost, budget_layers)
-        except ValueError as error:
-            _warn_exhausted(inputs, video, cost, error)
-            state.finish_merging = state.finish_pruning = True
+        share = _stage_share(inputs, video, state, cost, budget_layers)
+        if share is None:
             changed = True
             continue
         if state.finish_merging:  # the release's pruning branch

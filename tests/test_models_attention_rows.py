@@ -23,12 +23,11 @@ from vcast.models.attention_rows import attention_rows  # noqa: E402
 from vcast.testing import ARCHS  # noqa: E402
 
 
-def eager_weights_and_rows(arch: str, tiny_dirs: dict[str, Path], inputs: Any, layer: int,
-                           rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the eager model's own weights of ``layer`` at ``rows`` [B, H, R, S], ours from its input)."""
-    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="eager").eval()
+def run_capturing(model: Any, inputs: Any, layer: int) -> tuple[Any, Any, dict[str, Any]]:
+    """(the eager model's output with attentions, the attention module of ``layer``, the hidden
+    states and position embeddings that module received)."""
     attention = model.model.language_model.layers[layer].self_attn
-    captured = {}
+    captured: dict[str, Any] = {}
 
     def keep(module: Any, args: tuple, kwargs: dict) -> None:
         captured.update(hidden=kwargs["hidden_states"], position_embeddings=kwargs["position_embeddings"])
@@ -37,11 +36,20 @@ def eager_weights_and_rows(arch: str, tiny_dirs: dict[str, Path], inputs: Any, l
     try:
         with torch.no_grad():
             out = model(**inputs, output_attentions=True)
-            mask = inputs.get("attention_mask")
-            ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
-                                  None if mask is None else mask.bool())
     finally:
         hook.remove()
+    return out, attention, captured
+
+
+def eager_weights_and_rows(arch: str, tiny_dirs: dict[str, Path], inputs: Any, layer: int,
+                           rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the eager model's own weights of ``layer`` at ``rows`` [B, H, R, S], ours from its input)."""
+    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="eager").eval()
+    out, attention, captured = run_capturing(model, inputs, layer)
+    mask = inputs.get("attention_mask")
+    with torch.no_grad():
+        ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
+                              None if mask is None else mask.bool())
     return out.attentions[layer][:, :, rows].float(), ours
 
 
@@ -81,24 +89,14 @@ def test_model_dtype_rows_are_the_eager_bf16_weights_bit_for_bit(arch: str, tiny
     inputs = batch(arch, processor, ["What moves?"], [clip()])
     model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch], attn_implementation="eager",
                                                         dtype=torch.bfloat16).eval()
-    attention = model.model.language_model.layers[1].self_attn
-    captured = {}
-
-    def keep(module: Any, args: tuple, kwargs: dict) -> None:
-        captured.update(hidden=kwargs["hidden_states"], position_embeddings=kwargs["position_embeddings"])
-
-    hook = attention.register_forward_pre_hook(keep, with_kwargs=True)
-    try:
-        with torch.no_grad():
-            out = model(**{k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()},
-                        output_attentions=True)
-            length = inputs["input_ids"].shape[1]
-            rows = torch.tensor([length // 2, length - 1])
-            ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
-                                  score_dtype="model")
-            float_rows = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows)
-    finally:
-        hook.remove()
+    bf16_inputs = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()}
+    out, attention, captured = run_capturing(model, bf16_inputs, 1)
+    length = inputs["input_ids"].shape[1]
+    rows = torch.tensor([length // 2, length - 1])
+    with torch.no_grad():
+        ours = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows,
+                              score_dtype="model")
+        float_rows = attention_rows(attention, captured["hidden"], captured["position_embeddings"], rows)
     expected = out.attentions[1][:, :, rows]
     assert ours.dtype == torch.bfloat16 and torch.equal(ours, expected)
     assert float_rows.dtype == torch.float32 and not torch.equal(float_rows, expected.float())
