@@ -18,6 +18,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from vcast.eval.efficiency import read_jsonl
+
 logger = logging.getLogger("vcast.sweep")
 
 OUTCOMES_FILE = "outcomes.jsonl"
@@ -34,11 +36,9 @@ def record_outcome(directory: Path, outcome: dict[str, Any]) -> None:
 
 def summarize(directory: Path) -> int:
     """Log the outcomes under ``directory``; 1 when any needs attention, else 0."""
-    path = Path(directory) / OUTCOMES_FILE
-    outcomes = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if path.is_file() else []
+    outcomes = read_jsonl(directory, OUTCOMES_FILE)
     if not outcomes:
-        logger.warning("no cell reported an outcome to %s", path)
+        logger.warning("no cell reported an outcome to %s", Path(directory) / OUTCOMES_FILE)
         return 0
     counts = Counter(outcome["status"] for outcome in outcomes)
     logger.info("sweep done: %d cell(s): %s", len(outcomes), ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
