@@ -81,3 +81,15 @@ def test_a_missing_variant_is_refused_by_name(method: str, missing: str) -> None
         frames, inputs = _video(3)
         with pytest.raises(ValueError, match=f"got '{missing}'"):
             _select(method, frames, inputs, variant=missing)
+
+
+def test_registration_refuses_malformed_variants() -> None:
+    from vcast.registry import register_method
+
+    with pytest.raises(ValueError, match="start with 'paper'"):
+        register_method("x_bad_order", variants=("official", "paper"))
+    with pytest.raises(ValueError, match="inputs for variants \\['official'\\]"):
+        register_method("x_stray", variants=("paper",), variant_inputs={"official": ()})
+    with pytest.raises(ValueError, match="takes no 'variant'"):
+        register_method("x_no_param", variants=("paper", "official"))(lambda frames, ratio: None)
+    assert "x_no_param" not in vcast.available_methods()  # nothing half-registered

@@ -60,6 +60,9 @@ def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str
     if unknown:
         raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
     _check_variants_declared(name, variants)
+    stray = sorted(set(variant_inputs) - set(variants))
+    if stray:
+        raise ValueError(f"method {name!r} declares inputs for variants {stray} it does not have")
 
     def decorator(fn: Compressor) -> Compressor:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
@@ -72,9 +75,6 @@ def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str
         _REGISTRY[name] = fn
         _INPUTS[name] = tuple(inputs)
         _VARIANTS[name] = tuple(variants)
-        stray = sorted(set(variant_inputs) - set(variants))
-        if stray:
-            raise ValueError(f"method {name!r} declares inputs for variants {stray} it does not have")
         _VARIANT_INPUTS[name] = {variant: tuple(needed) for variant, needed in variant_inputs.items()}
         return fn
 
@@ -149,7 +149,7 @@ def method_inputs(name: str, variant: Optional[str] = None) -> tuple[str, ...]:
     """The model inputs (see the module docstring) that method ``name`` needs (in ``variant``,
     when that variant needs others)."""
     get_method(name)
-    return _VARIANT_INPUTS.get(name, {}).get(variant, _INPUTS[name]) if variant else _INPUTS[name]
+    return _VARIANT_INPUTS.get(name, {}).get(variant, _INPUTS[name])
 
 
 def method_variants(name: str) -> tuple[str, ...]:
