@@ -181,7 +181,11 @@ def test_stock_lmms_eval_cli_runs_the_plugin(tiny_dirs: dict, synth_data: Path, 
 def test_a_batch_across_tasks_reads_each_requests_own_video(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
     """A task group batches requests of several tasks whose video folders share file names: each
     request's video comes from its own task's doc_to_visual (not the batch's first)."""
+    from dataclasses import asdict
+
     from lmms_eval.api.instance import Instance
+
+    from vcast.eval.efficiency import summarize
 
     items = [json.loads(line) for line in (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:2]]
     folders = {}
@@ -204,7 +208,12 @@ def test_a_batch_across_tasks_reads_each_requests_own_video(tiny_dirs: dict, syn
             plugin.generate_until(group)
             kept.setdefault(batch_size, []).extend(s.keep.tolist() for s in plugin.handle.stats.segments)
         if batch_size == 2:
-            assert plugin.efficiency.records[-1].task == "sub_a,sub_b"
+            record = plugin.efficiency.records[-1]
+            assert record.task == "sub_a,sub_b" and sorted(record.tasks) == ["sub_a", "sub_b"]
+            summary = summarize([asdict(record)], wall_s=1.0)  # doc 0 of each task: two items, not one
+            assert summary["items"] == 2
+            assert {task: entry["items"] for task, entry in summary["per_task"].items()} == {"sub_a": 1, "sub_b": 1}
+            assert summary["per_task"]["sub_a"]["prefill_latency_s"] == pytest.approx(record.prefill_s / 2)
     assert kept[1][0] != kept[1][1]  # the two clips differ, so a mix-up would show
     assert sorted(kept[2]) == sorted(kept[1])
 

@@ -68,4 +68,4 @@ def test_status_marks_a_limited_run_partial(finished, capsys: pytest.CaptureFixt
     root, _ = finished
     assert main([str(root)]) == 0
     out = capsys.readouterr().out
-    assert "partial (limit 2)" in out and "1 ok" in out
+    assert "partial (limit 2)" in out and "1 cell(s): 1 partial" in out

@@ -5,6 +5,7 @@ executor (always)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def test_two_cell_sweep_on_slurm(slurm_cluster, tiny_dirs: dict, synth_data: Pat
     job_ids = [r["slurm_job_id"] for r in records]
     assert all(job_id and "_" in job_id for job_id in job_ids), job_ids  # array tasks of one job
     assert len({job_id.split("_")[0] for job_id in job_ids}) == 1
+    names = set()
+    for job_id in job_ids:  # each array task renamed itself after its cell
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+        names.add(next(word for word in shown.split() if word.startswith("JobName=")))
+    assert names == {"JobName=vcast:adhoc/tiny_qwen3vl/8f/vanilla/r1/vcast_synth",
+                     "JobName=vcast:adhoc/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth"}
 
 
 def test_two_cell_sweep_on_submitit_local(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ def test_a_sweep_with_a_failed_cell_exits_non_zero(tmp_path: Path, multirun: boo
     methods = "random,uniform" if multirun else "random"
     command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "model=tiny_qwen3vl",
                "task=vcast_synth", f"method={methods}", "+variants.random=official", "+variants.uniform=official",
+               "preflight=false",  # no checkpoint or data is needed to refuse them
                *(["-m"] if multirun else [])]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One ``generate`` call on ``items`` requests (a batch)."""
+    """One ``generate`` call on ``items`` requests (a batch). ``task``: the batch's tasks, sorted
+    and comma-joined; ``tasks[i]``: the task of ``doc_ids[i]`` (a task group's batch mixes them)."""
 
     task: str
     doc_ids: list[int]
@@ -42,6 +43,7 @@ class CallRecord:
     # (see vcast.models.stats.CallStats.layer_retention); for other methods these equal the kept ones.
     video_tokens_final: Optional[int] = None
     layer_retention: Optional[float] = None
+    tasks: list[str] = field(default_factory=list)
 
 
 class EfficiencyLog:
@@ -105,7 +107,7 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     seen: set[tuple[str, int]] = set()
     unique = []
     for record in records:
-        docs = {(record["task"], doc_id) for doc_id in record["doc_ids"]}
+        docs = set(_items(record))
         if docs - seen:
             unique.append(record)
             seen |= docs
@@ -130,5 +132,26 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
         "output_tokens": sum(r["output_tokens"] for r in records),
         "mean_video_tokens_final": _mean_per_item(records, "video_tokens_final", items),
         "layer_retention": _weighted_retention(records),
+        "per_task": per_task(records),
     }
     return out
+
+
+def _items(record: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(task, doc_id)`` of each item of a call (records from before ``tasks`` carry one task)."""
+    tasks = record.get("tasks") or [record["task"]] * len(record["doc_ids"])
+    return list(zip(tasks, record["doc_ids"]))
+
+
+def per_task(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Items, prefill and generation seconds per task; a batch that mixes tasks (a task group)
+    shares its call's time equally among its items."""
+    out: dict[str, dict[str, float]] = {}
+    for record in records:
+        items = _items(record)
+        for task, _ in items:
+            entry = out.setdefault(task, {"items": 0, "prefill_latency_s": 0.0, "generation_latency_s": 0.0})
+            entry["items"] += 1
+            entry["prefill_latency_s"] += record["prefill_s"] / len(items)
+            entry["generation_latency_s"] += record["decode_s"] / len(items)
+    return dict(sorted(out.items()))

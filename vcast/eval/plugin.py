@@ -210,7 +210,7 @@ class VCastLMM(lmms):
                     self._needs_warmup = False
                     with torch.inference_mode():
                         self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
-                generated = self._generate(inputs, gen_kwargs, ",".join(sorted({tasks[i] for i in readable})),
+                generated = self._generate(inputs, gen_kwargs, [tasks[i] for i in readable],
                                            [doc_ids[i] for i in readable])
                 for index, text in zip(readable, generated):
                     texts[index] = text
@@ -300,7 +300,7 @@ class VCastLMM(lmms):
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
 
-    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], task: str, doc_ids: list[int]) -> list[str]:
+    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], tasks: list[str], doc_ids: list[int]) -> list[str]:
         self._synchronize()
         start = time.perf_counter()
         with torch.inference_mode():
@@ -308,17 +308,19 @@ class VCastLMM(lmms):
         self._synchronize()
         wall = time.perf_counter() - start
         new_tokens = output[:, inputs["input_ids"].shape[1]:]
-        self._record(task, doc_ids, wall, new_tokens)
+        self._record(tasks, doc_ids, wall, new_tokens)
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
-    def _record(self, task: str, doc_ids: list[int], wall: float, new_tokens: torch.Tensor) -> None:
+    def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor) -> None:
+        """One efficiency record for the call; ``tasks[i]`` is the task of ``doc_ids[i]`` (a task
+        group's batch mixes tasks, and doc ids repeat across them)."""
         stats = self.handle.stats
         if stats is None:
             raise RuntimeError("the pruning handle recorded no call: were the hooks removed?")
         produced = int((new_tokens != self._pad_token_id).sum())
         peak = stats.peak_memory_bytes
         self.efficiency.add(CallRecord(
-            task=task, doc_ids=doc_ids, items=len(doc_ids), vision_s=stats.vision_s,
+            task=",".join(sorted(set(tasks))), doc_ids=doc_ids, tasks=list(tasks), items=len(doc_ids), vision_s=stats.vision_s,
             selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s, generate_s=wall,
             decode_steps=stats.decode_steps, output_tokens=produced,
             peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,

@@ -3,18 +3,24 @@
 Without ``-m`` it runs the single cell the overrides describe (``model=... task=... method=...
 ratio=... frames=...``). ``hydra/launcher=slurm_h100`` submits the cells to SLURM (a job array),
 ``hydra/launcher=local`` runs them as local processes through submitit; the default runs them
-one after another in this process. See ``configs/README.md``.
+one after another in this process. ``dry_run=true`` prints the jobs (and the sbatch script)
+without running anything (:mod:`vcast.sweep.plan`). See ``configs/README.md``.
+
+Exit codes: 0 all cells ok or skipped; 1 a cell was invalid, failed, ran out of memory or was
+refused as a mismatch; 2 pre-flight stopped the sweep before any job; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from vcast.sweep.slurm_job import rename_slurm_job
 from vcast.sweep.spec import preflight, spec_from_config
 
 logger = logging.getLogger("vcast.sweep")
@@ -38,12 +44,15 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     except ValueError as error:  # a bad grid point: record it and let the sweep go on
         logger.error("invalid cell: %s", error)
         return _report({"status": "invalid", "error": str(error)})
+    rename_slurm_job(spec.name)
     problem = preflight(spec)
     if problem is not None:
         record = record_failure(spec, results_root, problem)
     else:
         timeout = None if cfg.timeout_min is None else float(cfg.timeout_min) * 60
-        record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched))
+        console = sys.stderr if sys.stderr.isatty() else None  # lmms-eval's progress bars, when someone watches
+        record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched),
+                          console=console)
     if cfg.logger == "wandb" and record.get("status") in ("ok", "failed", "oom"):
         from vcast.sweep.wandb_log import log_cell
 
@@ -61,14 +70,36 @@ def _report(outcome: dict[str, Any]) -> dict[str, Any]:
 
     from vcast.sweep.summary import record_outcome
 
+    from vcast.sweep.progress import progress_line
+
     runtime = HydraConfig.get()
     output = Path(runtime.runtime.output_dir)
-    record_outcome(output.parent if runtime.mode == RunMode.MULTIRUN else output, outcome)
+    directory = output.parent if runtime.mode == RunMode.MULTIRUN else output
+    record_outcome(directory, outcome)
+    line = progress_line(directory, outcome)
+    if line is not None:
+        logger.info("%s", line)
     return outcome
 
 
-if __name__ == "__main__":
+INTERRUPTED = ("interrupted: finished cells are kept; the cell that was running left only a staging folder, "
+               "redone from scratch next time. Run the same command again to resume.")
+
+
+def run(argv: list[str]) -> int:
+    """The command line's entry point: the dry run, or the sweep; its exit code."""
+    from vcast.sweep.plan import dry_run, requested
     from vcast.sweep.summary import exit_code
 
-    main()
-    raise SystemExit(exit_code())
+    try:
+        if requested(argv):
+            return dry_run(argv)
+        main()
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+    return exit_code()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(sys.argv[1:]))

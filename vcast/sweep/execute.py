@@ -22,16 +22,18 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 from vcast.atomic_files import atomic_write_json, swap_in_dir
 from vcast.eval.efficiency import read_records, summarize
 from vcast.eval.missing_visuals import read_missing
 from vcast.eval.run import SUMMARY_FILE
 from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, identity_mismatch, is_complete, read_cell
+from vcast.sweep.progress_relay import ProgressRelay
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +126,14 @@ class CellLock:
 
 
 def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
-             timeout_s: Optional[float] = None, rerun_mismatched: bool = False) -> dict[str, Any]:
+             timeout_s: Optional[float] = None, rerun_mismatched: bool = False,
+             console: Optional[TextIO] = None) -> dict[str, Any]:
     """Run ``spec`` unless it is finished; return its ``cell.json`` record (status ``ok``,
     ``failed``, ``oom``, ``skipped`` when already finished with this very request, ``mismatch``
     when the finished cell answers another request (limit, params, variant, model args...; see
     :func:`vcast.sweep.cell.identity_mismatch`) and ``rerun_mismatched`` is off, or ``busy`` when
-    another job holds it)."""
+    another job holds it). ``console``: where lmms-eval's progress bars are shown as the cell
+    runs (its whole output always goes to ``run.log``)."""
     cell_dir = Path(results_root) / spec.relative_dir
     finished = _finished_answer(spec, cell_dir, rerun_mismatched)
     if finished is not None:
@@ -142,7 +146,7 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
         finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
         if finished is not None:
             return finished
-        return _run_locked(spec, cell_dir, env, timeout_s)
+        return _run_locked(spec, cell_dir, env, timeout_s, console)
     finally:
         lock.release()
 
@@ -180,7 +184,7 @@ def record_failure(spec: CellSpec, results_root: Path, error: str) -> dict[str, 
 
 
 def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
-                timeout_s: Optional[float]) -> dict[str, Any]:
+                timeout_s: Optional[float], console: Optional[TextIO]) -> dict[str, Any]:
     for pattern in (f".{cell_dir.name}.staging-*", f".{cell_dir.name}.old-*"):
         for stale in cell_dir.parent.glob(pattern):
             logger.info("%s: removing %s left by an interrupted run", spec.name, stale.name)
@@ -198,7 +202,8 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
     }
     logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
     start = time.perf_counter()
-    returncode, error = _run_subprocess(command, staging / "run.log", run_env, timeout_s)
+    relay = ProgressRelay(console, prefix=f"{spec.name}: ")
+    returncode, error = _run_subprocess(command, staging / "run.log", run_env, timeout_s, relay)
     record["duration_s"] = time.perf_counter() - start
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record["returncode"] = returncode
@@ -224,16 +229,49 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
 
 
 def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
-                    timeout_s: Optional[float]) -> tuple[Optional[int], Optional[str]]:
-    with log_path.open("w", encoding="utf-8") as log:
+                    timeout_s: Optional[float], relay: ProgressRelay) -> tuple[Optional[int], Optional[str]]:
+    """Run ``command`` with its output into ``log_path`` (and its progress bars to ``relay``);
+    ``(return code, None)``, or ``(None, why)`` when it could not start or timed out. On Ctrl-C
+    the child (which got the same SIGINT) is given a few seconds, then killed."""
+    with log_path.open("wb") as log:
         try:
-            process = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
-                                     cwd=str(log_path.parent))
-        except subprocess.TimeoutExpired:
-            return None, f"timed out after {timeout_s} s"
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                       cwd=str(log_path.parent))
         except OSError as error:
             return None, f"could not start {command[0]}: {error}"
+        pump = threading.Thread(target=_pump, args=(process.stdout, log, relay), daemon=True)
+        pump.start()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(process, grace_s=0)
+            return None, f"timed out after {timeout_s} s"
+        except KeyboardInterrupt:
+            _stop(process, grace_s=5)
+            raise
+        finally:
+            pump.join()
+            relay.close()
     return process.returncode, None
+
+
+def _pump(stream: Any, log: Any, relay: ProgressRelay) -> None:
+    """Copy the child's output to the log as it comes (a killed run keeps its last words)."""
+    while True:
+        chunk = stream.read1(65536)
+        if not chunk:
+            return
+        log.write(chunk)
+        log.flush()
+        relay.feed(chunk)
+
+
+def _stop(process: subprocess.Popen, grace_s: float) -> None:
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _collect(staging: Path) -> dict[str, Any]:

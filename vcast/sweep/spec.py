@@ -18,11 +18,17 @@ def _container(node: Any) -> dict[str, Any]:
 
 
 def _local_or_hub(path: str) -> str:
-    """A path that exists locally becomes absolute (cells run in their own folder); else a hub id."""
-    from hydra.utils import to_absolute_path
+    """A path that exists locally (against the launch folder, then the vcast repository) becomes
+    absolute, since cells run in their own folder; else it stays as given (a Hub id)."""
+    from hydra.utils import get_original_cwd
 
-    candidate = Path(to_absolute_path(path))
-    return str(candidate) if candidate.exists() else path
+    from vcast.sweep.environment import resolve_pretrained
+
+    try:
+        cwd = Path(get_original_cwd())
+    except ValueError:  # composed outside the sweep app (dry run, status)
+        cwd = Path.cwd()
+    return resolve_pretrained(path, cwd)
 
 
 def spec_from_config(cfg: DictConfig, experiment: str) -> CellSpec:

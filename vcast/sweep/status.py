@@ -1,17 +1,30 @@
-"""``python -m vcast.sweep.status results/<experiment>``: one line per cell with its status, score
-and efficiency figures, read from the cells' ``cell.json`` files (nothing is re-run)."""
+"""``python -m vcast.sweep.status [results]``: one line per cell with its status, score and
+efficiency figures, read from the cells' folders (nothing is re-run).
+
+A cell is ``ok``, ``partial (limit N)`` (a smoke run), ``failed``/``oom``/``incomplete``,
+``running`` (a job holds its lock), ``interrupted`` (a staging folder that no job holds: the next
+sweep redoes it) or ``pending`` (in a sweep's plan, not started). Pending cells come from the
+plans sweeps write when they start (``<results>/.hydra/sweep/*/progress.json``), or from
+``--grid experiment=<name> ...`` (the sweep's own words) for a sweep not started yet.
+"""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from vcast.sweep.cell import CELL_FILE, is_complete, read_cell
+from vcast.sweep.progress import PROGRESS_FILE
 
 COLUMNS = ("cell", "status", "score", "prefill_s", "generation_s", "total_s", "peak_mb", "items_per_s",
            "tokens_kept/total")
+DEFAULT_ROOT = "results"
+GOOD = ("ok", "partial")
 
 
 def _first_score(scores: dict[str, dict[str, float]]) -> Optional[float]:
@@ -29,33 +42,111 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def cell_rows(root: Path) -> list[tuple[str, ...]]:
-    """One row per cell folder under ``root`` (sorted by path)."""
-    rows = []
-    for cell_file in sorted(root.rglob(CELL_FILE)):
-        cell_dir = cell_file.parent
-        if cell_dir.name.startswith("."):
-            continue  # a staging folder of a running or killed attempt
-        record = read_cell(cell_dir) or {}
-        status = record.get("status", "unreadable")
-        if status == "ok" and not is_complete(cell_dir):
-            status = "incomplete"
-        limit = (record.get("spec") or {}).get("limit")
-        if status == "ok" and limit is not None:
-            status = f"partial (limit {limit:g})"  # a smoke run, not a full result
-        missing = (record.get("missing_visuals") or {}).get("count")
-        if status != "unreadable" and missing:
-            status += f", {missing} missing video(s)"
-        efficiency = record.get("efficiency") or {}
-        kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
-        rows.append((
-            str(cell_dir.relative_to(root)), status, _fmt(_first_score(record.get("scores") or {}), 4),
-            _fmt(efficiency.get("prefill_latency_s")), _fmt(efficiency.get("generation_latency_s")),
-            _fmt(efficiency.get("total_latency_s")), _fmt(efficiency.get("peak_memory_mb"), 5),
-            _fmt(efficiency.get("throughput_items_per_s")),
-            "-" if kept is None else f"{kept:.0f}/{total:.0f}",
-        ))
-    return rows
+def lock_held(cell_dir: Path) -> bool:
+    """Whether a job holds the cell's lock now (see :class:`vcast.sweep.execute.CellLock`)."""
+    path = cell_dir.parent / f".{cell_dir.name}.lock"
+    if not path.is_file():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _staged(cell_dir: Path) -> bool:
+    return any(cell_dir.parent.glob(f".{cell_dir.name}.staging-*"))
+
+
+def _record_status(cell_dir: Path, record: dict[str, Any]) -> str:
+    status = record.get("status", "unreadable")
+    if status == "ok" and not is_complete(cell_dir):
+        status = "incomplete"
+    limit = (record.get("spec") or {}).get("limit")
+    if status == "ok" and limit is not None:
+        status = f"partial (limit {limit:g})"  # a smoke run, not a full result
+    missing = (record.get("missing_visuals") or {}).get("count")
+    if status != "unreadable" and missing:
+        status += f", {missing} missing video(s)"
+    return status
+
+
+def cell_status(cell_dir: Path) -> str:
+    """The status of the cell at ``cell_dir`` (see the module docstring); ``pending`` when
+    nothing of it exists."""
+    if lock_held(cell_dir):
+        return "running"
+    record = read_cell(cell_dir)
+    if _staged(cell_dir) and not is_complete(cell_dir):
+        return "interrupted"  # a killed attempt: its staging folder is deleted and redone next time
+    if record is None:
+        return "pending" if not cell_dir.exists() else "unreadable"
+    return _record_status(cell_dir, record)
+
+
+def _row(root: Path, cell_dir: Path) -> tuple[str, ...]:
+    record = read_cell(cell_dir) or {}
+    efficiency = record.get("efficiency") or {}
+    kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
+    return (
+        str(cell_dir.relative_to(root)), cell_status(cell_dir), _fmt(_first_score(record.get("scores") or {}), 4),
+        _fmt(efficiency.get("prefill_latency_s")), _fmt(efficiency.get("generation_latency_s")),
+        _fmt(efficiency.get("total_latency_s")), _fmt(efficiency.get("peak_memory_mb"), 5),
+        _fmt(efficiency.get("throughput_items_per_s")),
+        "-" if kept is None else f"{kept:.0f}/{total:.0f}",
+    )
+
+
+def _visible(root: Path, path: Path) -> bool:
+    """Not inside a hidden folder (``.hydra``, a staging folder of a running or killed attempt)."""
+    return not any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _under(root: Path, cells: Sequence[str]) -> list[str]:
+    """``cells`` (relative to a results root) relative to ``root``: the results root itself, or one
+    experiment's folder in it (then the other experiments' cells are dropped)."""
+    heads = {cell.partition("/")[0] for cell in cells}
+    if (root / ".hydra").is_dir() or root.name not in heads:
+        return list(cells)
+    return [cell.partition("/")[2] for cell in cells if cell.partition("/")[0] == root.name]
+
+
+def planned_cells(root: Path) -> list[str]:
+    """The cells of every sweep started under ``root`` (or under the results root ``root`` is an
+    experiment folder of), from their plans, relative to ``root``."""
+    cells: list[str] = []
+    base = root if (root / ".hydra").is_dir() else root.parent
+    for plan in sorted((base / ".hydra").glob(f"sweep/*/{PROGRESS_FILE}")):
+        try:
+            cells += json.loads(plan.read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError):
+            continue
+    return _under(root, cells)
+
+
+def grid_cells(root: Path, words: Sequence[str]) -> list[str]:
+    """The cells of ``python -m vcast.sweep <words> -m`` (composed, nothing run), relative to ``root``."""
+    from vcast.sweep.grid import command_line_grid
+
+    return _under(root, [job.spec.name for job in command_line_grid(words) if job.spec is not None])
+
+
+def cell_dirs(root: Path, extra: Sequence[str] = ()) -> list[Path]:
+    """Every cell under ``root``: those with a ``cell.json``, those with only a staging folder,
+    and the ``extra`` relative paths (planned cells), sorted and without repeats."""
+    found = {f.parent for f in root.rglob(CELL_FILE) if _visible(root, f.parent)}
+    for staging in root.rglob(".*.staging-*"):
+        if staging.is_dir() and _visible(root, staging.parent):
+            found.add(staging.parent / staging.name[1:].split(".staging-")[0])
+    found.update(root / name for name in extra)
+    return sorted(found)
+
+
+def cell_rows(root: Path, extra: Sequence[str] = ()) -> list[tuple[str, ...]]:
+    """One row per cell under ``root`` (sorted by path), planned cells included."""
+    return [_row(root, cell_dir) for cell_dir in cell_dirs(root, extra)]
 
 
 def format_table(rows: list[tuple[str, ...]]) -> str:
@@ -67,17 +158,24 @@ def format_table(rows: list[tuple[str, ...]]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vcast.sweep.status", description=__doc__.split("\n")[0])
-    parser.add_argument("root", type=Path, help="a results folder, e.g. results/demo")
+    parser.add_argument("root", type=Path, nargs="?", default=Path(DEFAULT_ROOT),
+                        help=f"a results folder or one experiment's folder (default: ./{DEFAULT_ROOT})")
+    parser.add_argument("--grid", nargs="+", metavar="OVERRIDE", default=None,
+                        help="a sweep's words (e.g. experiment=qwen3vl_8b): list its cells not started yet as pending; "
+                             "root must then be the sweep's results_root")
     args = parser.parse_args(argv)
     if not args.root.is_dir():
-        parser.error(f"no such folder: {args.root}")
-    rows = cell_rows(args.root)
+        parser.error(f"no such folder: {args.root.resolve()} (give the results folder, e.g. results/demo)")
+    extra = planned_cells(args.root) + (grid_cells(args.root, args.grid) if args.grid else [])
+    rows = cell_rows(args.root, extra)
     if not rows:
-        print(f"no cells under {args.root}", file=sys.stderr)
+        print(f"no cells under {args.root.resolve()}", file=sys.stderr)
         return 1
     print(format_table(rows))
-    failed = sum(not row[1].startswith(("ok", "partial")) for row in rows)
-    print(f"\n{len(rows)} cell(s), {len(rows) - failed} ok, {failed} not ok (see each cell.json / run.log)")
+    counts = Counter(row[1].split(" ")[0].rstrip(",") for row in rows)
+    bad = sum(n for status, n in counts.items() if status not in (*GOOD, "running", "pending", "interrupted"))
+    print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+          + ("" if not bad else f"; {bad} not ok (see each cell.json / run.log)"))
     return 0
 
 
