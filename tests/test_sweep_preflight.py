@@ -66,7 +66,8 @@ def test_a_hub_id_must_be_cached_when_offline(tmp_path: Path, monkeypatch: pytes
 def test_task_data_is_checked_where_lmms_eval_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     data = {"root": "hf_home", "paths": ["videomme/data"], "hint": "unpack it"}
-    assert data_problem("videomme", data) == f"task 'videomme': data not found: {tmp_path / 'videomme/data'} (unpack it)"
+    expected = f"task 'videomme': data not found: {tmp_path / 'videomme/data'} (unpack it)"
+    assert data_problem("videomme", data) == expected
     (tmp_path / "videomme" / "data").mkdir(parents=True)
     assert data_problem("videomme", data) is not None  # an empty folder is no data
     (tmp_path / "videomme" / "data" / "a.mp4").write_bytes(b"x")

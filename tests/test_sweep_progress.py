@@ -36,7 +36,8 @@ def test_progress_counts_cells_and_estimates_from_those_that_ran(tmp_path: Path)
         "[2/4] b: ok | elapsed 1m40s, ETA 3m20s"
     for cell in ("c", "d"):
         record_outcome(tmp_path, {"cell": cell, "status": "failed"})
-    assert progress_line(tmp_path, {"cell": "d", "status": "failed"}, now=7400.0).endswith("elapsed 1h46m, ETA done")  # 6400 s
+    last = progress_line(tmp_path, {"cell": "d", "status": "failed"}, now=7400.0)
+    assert last.endswith("elapsed 1h46m, ETA done")  # 6400 s
     assert progress_line(tmp_path / "single", {"cell": "x", "status": "ok"}) is None
 
 

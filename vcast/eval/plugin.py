@@ -320,8 +320,9 @@ class VCastLMM(lmms):
         produced = int((new_tokens != self._pad_token_id).sum())
         peak = stats.peak_memory_bytes
         self.efficiency.add(CallRecord(
-            task=",".join(sorted(set(tasks))), doc_ids=doc_ids, tasks=list(tasks), items=len(doc_ids), vision_s=stats.vision_s,
-            selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s, generate_s=wall,
+            task=",".join(sorted(set(tasks))), doc_ids=doc_ids, tasks=list(tasks), items=len(doc_ids),
+            vision_s=stats.vision_s, selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s,
+            generate_s=wall,
             decode_steps=stats.decode_steps, output_tokens=produced,
             peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
             timer=stats.timer, video_tokens_total=stats.total_video_tokens,
