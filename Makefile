@@ -1,6 +1,8 @@
-# make test   -- install into .venv if needed, then run the test suite
-# make demo   -- install into .venv if needed, then run the synthetic benchmark on a tiny Qwen3-VL
-#                (vanilla and V-CAST at r = 0.25) through lmms-eval and print the results table
+# make test   -- install into .venv if needed, then run the test suite (what CI runs)
+# make demo   -- install into .venv if needed, then run the synthetic benchmark on a tiny random-weight
+#                Qwen3-VL through lmms-eval (vanilla and every method of configs/experiment/demo.yaml
+#                at r = 0.25), print the cells' status and write the results table
+# make status -- one line per cell under $(RESULTS) (ok, partial, failed, running, interrupted, pending)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,15 +16,16 @@ EXP ?= demo
 # sweep overrides, e.g. ARGS="hydra/launcher=slurm_h100"), then write results/tables/<name>.{csv,tex,md}
 # (figures: results/figures/<name>.{png,pdf}). REPORT_ONLY=1 skips running; COMPARE=paper adds
 # "ours minus published" columns (COMPARE=clean: reproduction minus variant=paper, same grid); PROFILE=clean
-# builds the variant=paper tables (<name>-clean.*); RESULTS=<dir> reads another results root.
+# builds the variant=paper tables (<name>-clean.*); RESULTS=<dir> reads another results root; ALLOW_PARTIAL=1
+# builds from partial (limit) cells too, marked with a dagger (refused otherwise).
 RESULTS ?= results
 REPORT_TABLES := table-qwen3vl-8b table-qwen3vl-8b-r035 table-qwen3vl-32b table-qwen3vl-moe table-llava-ov-7b \
 	table-llava-video-7b table-efficiency table-rope table-ablations
 REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
-	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE))
+	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: setup system-deps test test-fast demo demo-select sweep synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
+.PHONY: setup system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
 	report-list $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -88,9 +91,13 @@ report-list: $(STAMP)
 demo-select: $(STAMP)
 	$(BIN)/python -m vcast.demo
 
-# make sweep EXP=qwen3vl_8b ARGS="hydra/launcher=slurm_h100"
+# make sweep EXP=qwen3vl_8b ARGS="hydra/launcher=slurm_h100"   (ARGS="... dry_run=true": print the jobs
+# and the sbatch script, submit nothing)
 sweep: $(STAMP)
 	$(BIN)/python -m vcast.sweep experiment=$(EXP) $(ARGS) -m
+
+status: $(STAMP)
+	$(BIN)/python -m vcast.sweep.status $(RESULTS)
 
 bench-select: $(STAMP)
 	$(BIN)/python scripts/bench_select.py

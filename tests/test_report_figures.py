@@ -137,7 +137,10 @@ def test_budget_gains_bars_and_gains() -> None:
     (right,) = artists_with_gid(fig, "bar:visionzip_vcast:MVBench")
     assert left.get_x() < right.get_x()
     assert [t.get_text() for t in zip_ax.texts] == ["+2.5", "\u22121.0"]
-    assert len(com_ax.texts) == 0 and com_ax.get_title() == "VidCom²"
+    # No gain for VidCom² (no pair); its three empty slots say "no data" rather than look like zero.
+    assert sorted(t.get_gid() for t in com_ax.texts) == [
+        "nodata:vidcom2:MLVU", "nodata:vidcom2_vcast:MLVU", "nodata:vidcom2_vcast:MVBench"]
+    assert {t.get_text() for t in com_ax.texts} == {"no data"} and com_ax.get_title() == "VidCom²"
     with pytest.raises(ValueError, match="frames=16"):
         figures.build_budget_gains(df, frames=16)
 
@@ -166,10 +169,18 @@ def test_efficiency_bars_and_relative_annotations() -> None:
     assert [bar.get_height() for bar in prefill.patches] == [3.6, 1.8, 1.0]
     assert [bar.get_gid() for bar in prefill.patches] == [
         "bar:vanilla:PrefillLatency_s", "bar:fastvid:PrefillLatency_s", "bar:vcast:PrefillLatency_s"]
-    assert [t.get_text() for t in prefill.texts] == ["2.0\u00d7", "3.6\u00d7"]
-    assert [bar.get_height() for bar in total.patches] == [5.0] and len(total.texts) == 0
+    def labels(ax):  # annotations, apart from the "no data" marks of empty slots
+        return [t.get_text() for t in ax.texts if not (t.get_gid() or "").startswith("nodata:")]
+
+    def empty(ax):
+        return sorted(t.get_gid() for t in ax.texts if (t.get_gid() or "").startswith("nodata:"))
+
+    assert labels(prefill) == ["2.0\u00d7", "3.6\u00d7"] and empty(prefill) == ["nodata:vidcom2:PrefillLatency_s"]
+    assert [bar.get_height() for bar in total.patches] == [5.0] and labels(total) == []
+    assert empty(total) == ["nodata:fastvid:TotalLatency_s", "nodata:vanilla:TotalLatency_s",
+                            "nodata:vidcom2:TotalLatency_s"]
     assert [bar.get_height() for bar in memory.patches] == [1000.0, 886.0]
-    assert [t.get_text() for t in memory.texts] == ["\u221211.4%"]
+    assert labels(memory) == ["\u221211.4%"]
     assert [t.get_text() for t in prefill.get_xticklabels()] == ["Vanilla", "FastVID", "VidCom²", "V-CAST"]
     with pytest.raises(ValueError, match="task='egoschema'"):
         figures.build_efficiency_bars(df, task="egoschema")
@@ -194,6 +205,7 @@ def test_budget_profile_curves_and_colours() -> None:
                                         ratio=0.25)
     first, second = fig.axes[:2]
     assert [first.get_title(), second.get_title()] == ["a.mp4", "b.mp4"]
+    assert first.get_xlabel() == "Frame index"  # the default: one point per frame (LLaVA)
     for name, budgets in PROFILES.items():
         (line,) = [line for line in first.get_lines() if line.get_gid() == f"profile:{name}"]
         assert list(line.get_ydata()) == list(budgets) and list(line.get_xdata()) == [0, 1, 2, 3]
@@ -316,6 +328,8 @@ def test_budget_profile_figure_end_to_end(tiny_dirs: dict, synth_data: Path, tmp
 
     (fig,) = drawn
     assert [ax.get_title() for ax in fig.axes] == ["cut_000.mp4 (8\u00d716)", "cut_001.mp4 (8\u00d716)"]
+    # 16 frames make 8 points: Qwen3-VL's temporal patches of 2 frames, and the axis says so.
+    assert fig.axes[0].get_xlabel() == "Temporal patch index (2 frames each)"
     tokens = video_tokens(tiny_dirs["qwen3_vl"], clips[1], 16, **QWEN_PIXELS)
     expected = budget_profiles(tokens, 0.25)
     for name, budgets in expected.items():

@@ -29,7 +29,7 @@ from vcast.report.comparison import ProfileTable
 from vcast.report.export import write_table
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
-from vcast.report.products import PRODUCTS, Product, get_product
+from vcast.report.products import PRODUCTS, Product, TableOutput, get_product
 from vcast.report.tables import build_table
 from vcast.sweep.cell import REPRODUCE
 from vcast.sweep.profiles import PROFILES
@@ -100,11 +100,14 @@ def run_experiments(product: Product, results: Path, sweep_args: Sequence[str]) 
 
 def build_product(product: Product, results: Path, *, out: Optional[Path] = None, model: Optional[str] = None,
                   paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None,
-                  profile: str = REPRODUCE, compare_profile: Optional[str] = None) -> tuple[list[Path], list[str]]:
+                  profile: str = REPRODUCE, compare_profile: Optional[str] = None,
+                  allow_partial: bool = False) -> tuple[list[Path], list[str]]:
     """Write the product's tables and figures; returns (written paths, problems).
 
     ``profile``: whose cells fill the tables (``reproduce``, or ``clean`` into ``<stem>-clean.*``);
     ``compare_profile``: add the difference to the same tables built from that profile's cells.
+    A paper table built from partial (``limit``) cells is refused (a problem starting with
+    ``refused``) unless ``allow_partial``; then, and in ad-hoc tables, their rows are marked ``†``.
     """
     collection = collect(results) if results.is_dir() else None
     every_profile = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
@@ -129,6 +132,11 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
             comparison = ProfileTable(build_table(other, layout, model=model, experiments=output.experiments,
                                                   kept_tokens=kept_tokens), compare_profile)
         stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
+        if table.partial and output.layout is not None and not allow_partial:
+            cells = "; ".join(f"{cell} (limit {limit:g})" for cell, limit in sorted(table.partial.items()))
+            problems.append(f"refused table {stem}: it would print partial runs as results: {cells}. Run those "
+                            "cells without limit (rerun_mismatched=true), or pass --allow-partial to mark them")
+            continue
         written += write_table(table, (out_dir or results / "tables") / stem, comparison)
     for name in product.figures:
         try:
@@ -149,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the report targets and what they write")
     build = commands.add_parser("build", help="write a target's tables and figures")
-    build.add_argument("target", help=f"one of: {', '.join(PRODUCTS)}")
+    build.add_argument("target", help=f"one of: {', '.join(PRODUCTS)}; or any experiment folder under --results "
+                                      "(a generic table, e.g. adhoc)")
     build.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
     build.add_argument("--out", type=Path, help="output folder (default: <results>/tables and <results>/figures)")
     build.add_argument("--run", action="store_true", help="run the target's experiments through the sweep first")
@@ -160,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(variant=paper everywhere; writes <stem>-clean.*)")
     build.add_argument("--compare", choices=["paper", *PROFILES],
                        help="add this table minus another: paper (the published numbers) or a profile's table")
+    build.add_argument("--allow-partial", action="store_true",
+                       help="build paper tables from partial (limit) cells too, marked with a dagger (refused otherwise)")
     build.add_argument("--kept-tokens", action="store_true",
                        help="add a 'Kept %%' column: video tokens each method really kept (from the run logs)")
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
@@ -196,7 +207,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.stdout.write(text)
         return 1 if collection.problems else 0
     try:
-        product = get_product(args.target)
+        product = get_product(args.target) if args.target in PRODUCTS else adhoc_product(args.target, args.results)
     except ValueError as error:
         _parser().error(str(error))
     compare_profile = args.compare if args.compare in PROFILES else None
@@ -209,12 +220,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 failed += run_experiments(product, args.results, [*shlex.split(args.sweep_args), f"profile={profile}"])
     paper = PaperTables(args.paper_csv) if args.compare == "paper" else None
     written, problems = build_product(product, args.results, out=args.out, model=args.model, paper=paper, args=args,
-                                      profile=args.profile, compare_profile=compare_profile)
+                                      profile=args.profile, compare_profile=compare_profile,
+                                      allow_partial=args.allow_partial)
     for path in written:
         print(f"wrote {path}")
     for problem in problems:
-        print(f"skipped: {problem}", file=sys.stderr)
-    return 1 if failed else 0
+        print(problem if problem.startswith("refused") else f"skipped: {problem}", file=sys.stderr)
+    return 1 if failed or any(problem.startswith("refused") for problem in problems) else 0
+
+
+def adhoc_product(experiment: str, results: Path) -> Product:
+    """A table of any experiment's cells (``results/<experiment>/``) in the generic layout: one row
+    per method (and variant), a column per task, ratio and frame count that the cells have."""
+    folder = Path(results) / experiment
+    if not folder.is_dir():
+        found = sorted(p.name for p in Path(results).iterdir() if p.is_dir() and not p.name.startswith(".")
+                       and p.name not in ("tables", "figures")) if Path(results).is_dir() else []
+        raise ValueError(f"{experiment!r} is neither a report target ({', '.join(PRODUCTS)}) nor an experiment "
+                         f"folder in {results} (experiments there: {', '.join(found) or 'none'})")
+    return Product(experiment, (experiment,), (TableOutput(experiment, None, (experiment,)),),
+                   description=f"the cells of results/{experiment} in the generic layout")
 
 
 if __name__ == "__main__":

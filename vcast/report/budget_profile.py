@@ -93,6 +93,14 @@ class VideoTokenReader:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def frames_per_step(self) -> int:
+        """Frames behind one ``T`` step of :meth:`tokens`: Qwen3-VL's temporal patch size (2),
+        1 for LLaVA-OneVision (one step per frame)."""
+        if self.model_type in QWEN_TYPES:
+            return int(getattr(self.model.config.vision_config, "temporal_patch_size", 2))
+        return 1
+
     def tokens(self, video: PathLike, frames: int, *, max_pixels: Optional[int] = None,
                min_pixels: Optional[int] = None) -> torch.Tensor:
         """Float32 CPU ``[T, P, D]`` tokens of ``video`` read with ``frames`` frames.

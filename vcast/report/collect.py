@@ -1,9 +1,10 @@
 """A results tree (the sweep's cells) as one tidy DataFrame.
 
 One row per (cell, benchmark): ``experiment, model, frames, ratio, method, task, benchmark,
-value, status, cell, profile, variant`` (``profile``: ``reproduce`` or ``clean``, the sweep's;
-``variant``: the method's variant; cells from before variants read as ``reproduce`` /
-``paper``). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed cell still
+value, status, cell, profile, variant, limit, missing_videos`` (``profile``: ``reproduce`` or
+``clean``, the sweep's; ``variant``: the method's variant; cells from before variants read as
+``reproduce`` / ``paper``; ``limit``: the ``limit`` of a partial (smoke) run, NaN for a full
+one; ``missing_videos``: items whose video could not be read). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed cell still
 yields one row per benchmark of its task, with ``value`` NaN, so tables can print ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
 
 Nothing here raises on a bad cell: unreadable or inconsistent files are logged, listed in
@@ -29,7 +30,7 @@ from vcast.variants import PAPER
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell",
-           "profile", "variant"]
+           "profile", "variant", "limit", "missing_videos"]
 KEY = ["experiment", "model", "frames", "ratio", "method"]
 # cell.json "efficiency" field -> the paper's efficiency column.
 EFFICIENCY_COLUMNS = {
@@ -62,6 +63,8 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         "ratio": float(spec["ratio"]), "method": str(spec["method"]), "task": str(spec["task"]),
         "cell": str(cell_dir.relative_to(root)), "profile": str(spec.get("profile") or REPRODUCE),
         "variant": str(spec.get("variant") or PAPER),
+        "limit": math.nan if spec.get("limit") is None else float(spec["limit"]),
+        "missing_videos": int((record.get("missing_visuals") or {}).get("count") or 0),
     }
     status = record.get("status")
     if status in FAILED_STATUSES:
@@ -147,6 +150,13 @@ def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
             problems.append(f"{where}: {error}")
             logger.warning("skipping %s: %s", where, error)
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame = frame.astype({"frames": "int64", "ratio": "float64", "value": "float64"})
+    frame = frame.astype({"frames": "int64", "ratio": "float64", "value": "float64", "limit": "float64",
+                          "missing_videos": "int64"})
     logger.info("read %d cell(s) under %s (%d skipped)", frame["cell"].nunique(), root, len(problems))
+    for cell in sorted(frame.loc[frame["limit"].notna(), "cell"].unique()):
+        logger.warning("%s is a partial run (limit %g): its numbers are marked, not a full result", cell,
+                       frame.loc[frame["cell"] == cell, "limit"].iloc[0])
+    for cell in sorted(frame.loc[frame["missing_videos"] > 0, "cell"].unique()):
+        logger.warning("%s: %d item(s) had no readable video (answered empty)", cell,
+                       frame.loc[frame["cell"] == cell, "missing_videos"].iloc[0])
     return Collection(frame=frame, problems=problems)

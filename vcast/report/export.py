@@ -3,7 +3,8 @@
 CSV: one row per (frames, ratio, method), the layout's columns by their paper names
 (``MVBench ... Average, Average%``; the efficiency table ``PrefillLatency_s ... Performance``);
 ``OOM`` for a cell that ran out of memory, ``failed`` for a failed one, empty where there is no
-cell. With a comparison (``--compare paper``: the published numbers; ``--compare clean``: the same
+cell. A table with partial (smoke-run, ``limit``) cells gets a last ``limit`` column, and marks
+their rows ``†`` in LaTeX and Markdown with a footnote naming the cells. With a comparison (``--compare paper``: the published numbers; ``--compare clean``: the same
 grid run with ``variant="paper"``), ``<column>_vs_<name>`` holds this table's printed value minus
 the other one.
 """
@@ -18,10 +19,13 @@ from typing import Optional
 
 from vcast.atomic_files import atomic_write_text
 from vcast.report.layouts import Column, Layout
+from vcast.report.names import latex
 from vcast.report.comparison import Comparison
 from vcast.report.tables import Entry, Table, round_half_up
 
 MISSING = "–"
+PARTIAL_MARK = " †"  # a row from a partial (smoke) run
+DAGGER = r"$^\dagger$"
 GREY = r"\textcolor[rgb]{.502,.502,.502}"
 HIGHLIGHT = r"\rowcolor[rgb]{0.992,0.961,0.973}"
 HIGHLIGHTED_METHOD = "vcast"
@@ -51,6 +55,9 @@ def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
     header = ["frames", "ratio", "method", *(c.key for c in columns)]
     if paper is not None:
         header += [f"{c.key}_vs_{paper.name}" for c in columns]
+    partial = bool(table.partial)
+    if partial:
+        header.append("limit")  # a smoke run's items per task; empty for a full run
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -70,6 +77,8 @@ def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
             for column in columns:
                 diff = _vs_paper(paper, table, entry, column)
                 row.append("" if diff is None else f"{diff:+.{column.digits}f}")
+        if partial:
+            row.append(f"{max(entry.partial.values()):g}" if entry.partial else "")
         writer.writerow(row)
     return out.getvalue()
 
@@ -104,6 +113,7 @@ def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
             lines.append(f"| *{entry.title}* |{blank}")
         else:
             label = f"*{entry.label}*" if entry.reference else entry.label
+            label += PARTIAL_MARK if entry.partial else ""
             lines.append(f"| {label} | " + " | ".join(_md_cell(entry, c) for c in layout.columns) + " |")
     if paper is not None:
         lines += ["", f"{paper.caption}:", "",
@@ -115,6 +125,9 @@ def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
                 diff = _vs_paper(paper, table, entry, column)
                 cells.append(MISSING if diff is None else f"{diff:+.{column.digits}f}")
             lines.append(f"| {entry.label} | {entry.frames} | {entry.ratio:g} | " + " | ".join(cells) + " |")
+    notes = table.footnotes()
+    if notes:
+        lines += ["", *(f"*{note}*" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +191,7 @@ def latex_text(table: Table) -> str:
             lines.append(rf"\multicolumn{{{width}}}{{l}}{{\textit{{{title}}}}} \\")
         else:
             label = rf"{GREY}{{{entry.latex_label}}}" if entry.reference else entry.latex_label
+            label += DAGGER if entry.partial else ""
             if entry.method == HIGHLIGHTED_METHOD and not entry.reference:
                 lines.append(HIGHLIGHT)
             lines.append(" & ".join([label, *(_tex_cell(entry, c) for c in layout.columns)]) + r" \\")
@@ -186,7 +200,11 @@ def latex_text(table: Table) -> str:
                 previous = "header"  # the rule after the reference row also opens the first block
                 continue
         previous = entry.kind
-    lines += [r"\bottomrule", r"\end{tabular}", "}", rf"\label{{{layout.label}}}", r"\end{table*}"]
+    lines += [r"\bottomrule", r"\end{tabular}", "}"]
+    for note in table.footnotes():
+        text = latex(note).replace("†", DAGGER)
+        lines.append(rf"\par{{\footnotesize {text}}}")
+    lines += [rf"\label{{{layout.label}}}", r"\end{table*}"]
     return "\n".join(lines) + "\n"
 
 

@@ -232,6 +232,13 @@ def plot_frame_scaling(df: pd.DataFrame, out_stem: PathLike, *, model: str = "qw
 # fig:ablation_budget_others
 # ---------------------------------------------------------------------------------------------
 
+def _no_bar(ax: Axes, x: float, what: str) -> None:
+    """Mark a bar slot without a value ("no data" written upright at the axis), so a missing cell
+    never reads as a bar of height zero."""
+    ax.text(x, 0.02, "no data", transform=blended_transform_factory(ax.transData, ax.transAxes), rotation=90,
+            ha="center", va="bottom", fontsize=6, color="0.45", gid=f"nodata:{what}")
+
+
 def _bar_label(ax: Axes, x: float, top: float, text: str, color: str = "0.15") -> None:
     ax.annotate(text, xy=(x, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
                 fontsize=8, color=color)
@@ -261,6 +268,8 @@ def build_budget_gains(df: pd.DataFrame, *, model: str = "qwen3vl_8b", frames: i
                 if (method, benchmark) in value:
                     ax.bar(x[index] + offset, value[(method, benchmark)], width, color=color,
                            gid=f"bar:{method}:{benchmark}")
+                else:
+                    _no_bar(ax, x[index] + offset, f"{method}:{benchmark}")
         for index, benchmark in enumerate(benchmarks):
             if (original, benchmark) in value and (budgeted, benchmark) in value:
                 gain = value[(budgeted, benchmark)] - value[(original, benchmark)]
@@ -334,6 +343,7 @@ def build_efficiency_bars(df: pd.DataFrame, *, model: str = "llava_ov_7b", frame
         shown = []
         for index, method in enumerate(methods):
             if (method, metric) not in value:
+                _no_bar(ax, index, f"{method}:{metric}")
                 continue
             height = value[(method, metric)]
             shown.append(height)
@@ -380,7 +390,8 @@ def _panels(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]]) -> list[t
     return panels
 
 
-def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], *, ratio: float) -> Figure:
+def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], *, ratio: float,
+                          x_label: str = "Frame index") -> Figure:
     """Per-frame budget curves, one panel per video.
 
     Args:
@@ -388,6 +399,7 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
             :func:`vcast.report.budget_profile.budget_profiles`), or a list of
             ``(title, profiles)`` for several.
         ratio: the retention ratio the budgets were computed at (for the title).
+        x_label: what a point is: a frame, or a temporal patch of several frames (Qwen3-VL).
     """
     panels = _panels(profiles)
     figure = Figure(figsize=(4.6 * len(panels), 3.2), layout="constrained")
@@ -399,7 +411,7 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
             ax.plot(np.arange(len(budgets)), budgets, color=ALLOCATION_COLORS.get(name, f"C{index + 3}"),
                     label=ALLOCATION_LABELS.get(name, name), gid=f"profile:{name}", marker="o",
                     markersize=3 if is_vcast else 2, linewidth=2.0 if is_vcast else 1.4, zorder=3 if is_vcast else 2)
-        ax.set_xlabel("Frame index")
+        ax.set_xlabel(x_label)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Tokens kept")
@@ -409,9 +421,9 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
 
 
 def plot_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], out_stem: PathLike, *,
-                         ratio: float) -> list[Path]:
+                         ratio: float, x_label: str = "Frame index") -> list[Path]:
     """fig:temporal_allocation as PNG and PDF (see :func:`build_budget_profiles`)."""
-    return save_figure(build_budget_profiles(profiles, ratio=ratio), out_stem)
+    return save_figure(build_budget_profiles(profiles, ratio=ratio, x_label=x_label), out_stem)
 
 
 def budget_profile_figure(model_dir: PathLike, videos: Sequence[PathLike], out_stem: PathLike, *, frames: int,
@@ -429,7 +441,9 @@ def budget_profile_figure(model_dir: PathLike, videos: Sequence[PathLike], out_s
         tokens = reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)
         title = f"{Path(video).name} ({tokens.shape[0]}\u00d7{tokens.shape[1]})"
         panels.append((title, budget_profiles(tokens, ratio)))
-    return plot_budget_profiles(panels, out_stem, ratio=ratio)
+    group = reader.frames_per_step
+    x_label = "Frame index" if group == 1 else f"Temporal patch index ({group} frames each)"
+    return plot_budget_profiles(panels, out_stem, ratio=ratio, x_label=x_label)
 
 
 def artists_with_gid(figure: Figure, gid: str) -> list[Any]:

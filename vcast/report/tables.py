@@ -8,7 +8,10 @@ Conventions (the paper's, so that a rebuilt table matches the published one numb
 * A value is ``ok``, ``oom`` (the cell ran out of memory), ``failed`` or ``missing`` (no cell);
   a derived value with any such component is ``missing`` (printed ``–``, as the paper's ``-``).
 * Inside a ranked block, per column, the best printed value is marked ``best`` and the next
-  distinct one ``second`` (ties share a mark); the reference row is never ranked.
+  distinct one ``second`` (ties share a mark; a column where every value ties gets no marks);
+  the reference row is never ranked.
+* A row whose values come from a partial run (``limit``) is marked ``†`` and named in a
+  footnote; rows with items whose video could not be read are footnoted with the counts.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class Entry:
     states: dict[str, str] = field(default_factory=dict)     # ok | oom | failed | missing
     marks: dict[str, str] = field(default_factory=dict)      # best | second
     notes: dict[str, str] = field(default_factory=dict)      # efficiency: change vs the reference
+    partial: dict[str, float] = field(default_factory=dict)  # cell -> limit, for its partial (smoke-run) cells
+    missing_videos: dict[str, int] = field(default_factory=dict)  # cell -> items without a readable video
 
 
 @dataclass
@@ -64,9 +69,31 @@ class Table:
     def rows(self) -> list[Entry]:
         return [entry for entry in self.entries if entry.kind == "row"]
 
+    @property
+    def partial(self) -> dict[str, float]:
+        """Every partial (smoke-run) cell behind the table -> its limit."""
+        return {cell: limit for entry in self.rows for cell, limit in entry.partial.items()}
+
+    @property
+    def missing_videos(self) -> dict[str, int]:
+        """Every cell behind the table with unreadable videos -> how many items."""
+        return {cell: n for entry in self.rows for cell, n in entry.missing_videos.items()}
+
+    def footnotes(self) -> list[str]:
+        """Plain-text footnotes: partial cells, then cells that missed videos."""
+        notes = []
+        if self.partial:
+            notes.append("† partial run (limit): " + "; ".join(f"{cell} (limit {limit:g})"
+                                                               for cell, limit in sorted(self.partial.items())))
+        if self.missing_videos:
+            notes.append("items without a readable video (answered empty): " + "; ".join(
+                f"{cell} ({n})" for cell, n in sorted(self.missing_videos.items())))
+        return notes
+
 
 class _Lookup:
-    """(frames, ratio, method, benchmark) -> (value, status) over the table's cells."""
+    """(frames, ratio, method, benchmark) -> (value, status) over the table's cells, and which
+    cell each value came from (its limit and missing videos)."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
         unique = one_row_per_cell(frame, ["frames", "ratio", "method", "benchmark"])
@@ -74,9 +101,25 @@ class _Lookup:
             (int(r.frames), round(float(r.ratio), 6), r.method, r.benchmark): (float(r.value), r.status)
             for r in unique.itertuples(index=False)
         }
+        self._cells = {
+            (int(r.frames), round(float(r.ratio), 6), r.method, r.benchmark):
+                (r.cell, float(getattr(r, "limit", math.nan)), int(getattr(r, "missing_videos", 0) or 0))
+            for r in unique.itertuples(index=False)
+        }
 
     def get(self, frames: int, ratio: float, method: str, benchmark: str) -> tuple[float, str]:
         return self._values.get((frames, round(ratio, 6), method, benchmark), (math.nan, "missing"))
+
+    def note_cell(self, entry: Entry, benchmark: str) -> None:
+        """Record on ``entry`` whether the cell behind its ``benchmark`` is partial or missed videos."""
+        found = self._cells.get((entry.frames, round(entry.ratio or 0.0, 6), entry.method, benchmark))
+        if found is None:
+            return
+        cell, limit, missing = found
+        if math.isfinite(limit):
+            entry.partial[cell] = limit
+        if missing:
+            entry.missing_videos[cell] = missing
 
 
 def _row_values(lookup: _Lookup, layout: Layout, frames: int, ratio: float, method: str) -> Entry:
@@ -84,6 +127,7 @@ def _row_values(lookup: _Lookup, layout: Layout, frames: int, ratio: float, meth
     for column in layout.columns:
         if column.key in DERIVED_KEYS:
             continue
+        lookup.note_cell(entry, column.source or column.key)
         value, state = lookup.get(frames, ratio, method, column.source or column.key)
         entry.values[column.key], entry.states[column.key] = (value, "ok") if state == "ok" else (math.nan, state)
     if layout.average_of:
@@ -113,7 +157,8 @@ def _mean_over_tasks(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
     kept = one_row_per_cell(rows[chosen], ["frames", "ratio", "method", "task"])
     mean = kept.groupby(["frames", "ratio", "method"], as_index=False).agg(
         value=("value", "mean"), experiment=("experiment", "first"), model=("model", "first"),
-        cell=("cell", "first"), profile=("profile", "first"), variant=("variant", "first"))
+        cell=("cell", "first"), profile=("profile", "first"), variant=("variant", "first"),
+        limit=("limit", "max"), missing_videos=("missing_videos", "sum"))
     mean = mean.assign(task="", benchmark=benchmark, status="ok")[rows.columns]
     return pd.concat([rows[~chosen], mean], ignore_index=True)
 
@@ -127,6 +172,8 @@ def _mark(rows: Sequence[Entry], columns: Sequence[Column]) -> None:
         if len(printed) < 2:
             continue  # nothing to rank against
         distinct = sorted(set(printed.values()), reverse=column.higher_is_better)
+        if len(distinct) < 2:
+            continue  # every value ties: marking them all "best" says nothing
         for row in rows:
             if id(row) in printed:
                 if printed[id(row)] == distinct[0]:
