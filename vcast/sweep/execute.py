@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 LOG_TAIL_CHARS = 4000
+PUMP_JOIN_S = 30.0  # after the child ends, how long its output may still take to drain
 
 
 def format_model_args(args: dict[str, Any]) -> str:
@@ -231,8 +232,12 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
 def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
                     timeout_s: Optional[float], relay: ProgressRelay) -> tuple[Optional[int], Optional[str]]:
     """Run ``command`` with its output into ``log_path`` (and its progress bars to ``relay``);
-    ``(return code, None)``, or ``(None, why)`` when it could not start or timed out. On Ctrl-C
-    the child (which got the same SIGINT) is given a few seconds, then killed."""
+    ``(return code, None)``, or ``(None, why)`` when it could not start or timed out.
+
+    The child stays in the sweep's process group, so Ctrl-C (and a kill of the group) reaches it
+    and everything it started; on Ctrl-C it gets a few seconds' grace, then it is killed. The
+    output is drained for at most ``PUMP_JOIN_S`` after the child ends: ``accelerate launch``
+    workers left by a timeout may hold the pipe open, and the sweep must not wait for them."""
     with log_path.open("wb") as log:
         try:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
@@ -246,11 +251,11 @@ def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, 
         except subprocess.TimeoutExpired:
             _stop(process, grace_s=0)
             return None, f"timed out after {timeout_s} s"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the child got the same SIGINT from the terminal
             _stop(process, grace_s=5)
             raise
         finally:
-            pump.join()
+            pump.join(timeout=PUMP_JOIN_S)
             relay.close()
     return process.returncode, None
 
@@ -261,12 +266,16 @@ def _pump(stream: Any, log: Any, relay: ProgressRelay) -> None:
         chunk = stream.read1(65536)
         if not chunk:
             return
-        log.write(chunk)
-        log.flush()
+        try:
+            log.write(chunk)
+            log.flush()
+        except ValueError:  # the log was closed: the run ended and stopped waiting for stragglers
+            return
         relay.feed(chunk)
 
 
 def _stop(process: subprocess.Popen, grace_s: float) -> None:
+    """Wait ``grace_s`` for the child to end, then kill it."""
     try:
         process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
