@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from omegaconf import OmegaConf
 
-from vcast.sweep.grid import GridJob, command_line_grid, compose_job, initialized
+from vcast.sweep.grid import command_line_grid, compose_job, initialized
 
 logger = logging.getLogger("vcast.sweep")
 
