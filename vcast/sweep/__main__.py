@@ -68,9 +68,8 @@ def _report(outcome: dict[str, Any]) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from vcast.sweep.summary import record_outcome
-
     from vcast.sweep.progress import progress_line
+    from vcast.sweep.summary import record_outcome
 
     runtime = HydraConfig.get()
     output = Path(runtime.runtime.output_dir)
