@@ -2,7 +2,7 @@
 # make demo   -- install into .venv if needed, then run the synthetic benchmark on a tiny random-weight
 #                Qwen3-VL through lmms-eval (vanilla and every method of configs/experiment/demo.yaml
 #                at r = 0.25), print the cells' status and write the results table
-# make status -- one line per cell under $(RESULTS) (ok, partial, failed, running, interrupted, pending)
+# make status -- one line per cell under $(RESULTS) (ok, partial, failed, oom, running, interrupted, pending)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
