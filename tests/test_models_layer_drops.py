@@ -205,3 +205,21 @@ def test_stages_see_each_videos_original_size(arch: str, sdpa_models: dict, test
         segments = handle.stats.segments
     assert seen[:2] == [{0: segments[0].total}, {0: segments[1].total}]
     assert segments[0].total != segments[1].total or arch != "qwen3_vl"  # the two clips differ in length
+
+
+def test_stats_read_after_detach_keep_the_layer_count(sdpa_models: dict) -> None:
+    """``handle.stats`` is resolved lazily: read first after ``detach()`` (or after a ``with``
+    block), an in-LLM method's layer-averaged retention is still over the model's layers."""
+    model, processor = sdpa_models["qwen3_vl"]
+    inputs = two_clips("qwen3_vl", processor)
+    attached = vcast.models.attach(model, "fastv", 0.25, layer=1)
+    model.generate(**inputs, max_new_tokens=2, do_sample=False)
+    inside = attached.stats
+    attached.detach()
+    assert inside.num_layers == len(model.model.language_model.layers)
+    handle = vcast.models.attach(model, "fastv", 0.25, layer=1)
+    model.generate(**inputs, max_new_tokens=2, do_sample=False)
+    handle.detach()
+    after = handle.stats
+    assert after.num_layers == inside.num_layers and after.layer_retention == pytest.approx(inside.layer_retention)
+    assert after.layer_retention < 1.0

@@ -169,6 +169,7 @@ class PruningHandle:
         ]
         if self.plan is not None:
             self._drops = LayerDrops(adapter.language_model, self.plan, llm_info(self.model, adapter), adapter.family)
+            self._num_layers: Optional[int] = self._drops.llm.num_layers  # kept: stats may be read after detach
         if self._inputs:  # only methods that read the vision encoder pay for it
             needs_attention = bool({"vision_attention", "vision_keys"} & set(self._inputs))
             self._probe = VisionProbe(adapter, attention=needs_attention)
@@ -459,7 +460,7 @@ class PruningHandle:
             vision_s=total(record.vision), selection_s=total(record.selection), prefill_s=total(record.prefill),
             decode_s=total(record.decode), decode_steps=len(record.decode), peak_memory_bytes=record.peak_memory,
             memory_source=self._memory.source, timer=self._clock.kind, pruned=record.pruned,
-            num_layers=self._drops.llm.num_layers if self._drops is not None else None,
+            num_layers=self._num_layers if self.plan is not None else None,
             llm_stages=list(record.llm_stages),
         )
 
