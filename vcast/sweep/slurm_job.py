@@ -28,6 +28,11 @@ def rename_slurm_job(cell: str) -> Optional[str]:
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id or os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
         return None  # not a job the sweep submitted (e.g. a sweep run by hand inside an allocation)
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        # <array>_<task> names this task alone; the first task's SLURM_JOB_ID is the array's own id,
+        # and an update through it would rename every task not yet started.
+        job_id = f"{array}_{task}"
     name = job_name(cell)
     try:
         done = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"JobName={name}"], capture_output=True,
