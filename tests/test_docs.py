@@ -2,9 +2,10 @@
 page's blocks in order, one namespace, from the repository root, with the tiny checkpoint as the
 model), except blocks marked ``<!-- no-run: why -->``, which are counted so that none is skipped
 by accident. Shell blocks are checked for what can be checked offline: the make targets exist,
-``python -m`` modules import, the options shown for vcast's own commands parse, the sweep's
-config choices and keys exist, and ``lmms-eval`` lines name vcast's models and, for vcast's own
-tasks, the ``--include_path`` lmms-eval needs to find them."""
+``python -m`` modules import and ``python scripts/*.py`` exist, the options shown for vcast's own
+commands and scripts parse, the sweep's config choices and keys exist, and ``lmms-eval`` lines
+name vcast's models and, for vcast's own tasks, the ``--include_path`` lmms-eval needs to find
+them."""
 
 from __future__ import annotations
 
@@ -100,6 +101,17 @@ def _check_status_args(words: list[str], where: str) -> None:
             assert word in options, f"{where}: {word} is not an option of vcast.sweep.status ({sorted(options)})"
 
 
+def _check_script_args(script: str, words: list[str], where: str) -> None:
+    """``python scripts/<name>.py``: the script exists and takes every ``--option`` shown."""
+    path = REPO / script
+    assert path.is_file(), f"{where}: no {script}"
+    options = set(re.findall(r'add_argument\(\s*"(--[\w-]+)"', path.read_text(encoding="utf-8")))
+    for word in words:
+        option = word.strip("[]")
+        if option.startswith("--"):
+            assert option in options, f"{where}: {option} is not an option of {script} ({sorted(options)})"
+
+
 def _check_sweep_overrides(words: list[str], where: str) -> None:
     """``group=choice`` names a config file; a plain ``key=value`` is a key of configs/sweep.yaml."""
     keys = set(yaml.safe_load((CONFIGS / "sweep.yaml").read_text(encoding="utf-8")))
@@ -141,6 +153,8 @@ def test_shell_blocks_name_what_exists(page: Path) -> None:
             assert set(named) <= targets, where
         if words[0] == "lmms-eval":
             _check_lmms_eval(_after(line, "lmms-eval"), where)
+        for script in re.findall(r"python (scripts/[\w/]+\.py)", line):
+            _check_script_args(script, _after(line, script), where)
         for module in re.findall(r"python -m ([\w.]+)", line):
             assert importlib.util.find_spec(module) is not None, where
             if module in CHECKS:
