@@ -21,11 +21,11 @@ from tests.model_inputs import batch, clip, probe_video  # noqa: E402
 from vcast.models.attach import adapter_class  # noqa: E402
 from vcast.models.reference import encode, pruned_inputs, survivors  # noqa: E402
 from vcast.models.vision_probe import inputs_for_videos  # noqa: E402
-from vcast.registry import is_llm_method, method_inputs  # noqa: E402
+from vcast.registry import is_token_method, method_inputs  # noqa: E402
 
 # Methods that work before the language model (the in-LLM ones: tests/test_baselines_in_llm.py).
 BASELINES = [name for name in vcast.available_methods()
-             if name not in ("vanilla", "vcast") and not is_llm_method(name)]
+             if name not in ("vanilla", "vcast") and is_token_method(name)]
 ARCHS = ("qwen3_vl", "llava_onevision")
 MOE_CASES = ("visionzip", "avgpool_2x2", "vidcom2")  # the MoE shares the Qwen3-VL adapter: a sample
 RATIO = 0.25  # the 2x2 methods define their own budget at 0.25

@@ -63,10 +63,10 @@ def test_bench_baselines_times_every_method_next_to_vcast():
               "--warmup", "0", "--dtype", "float32")
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
     import vcast
-    from vcast.registry import is_llm_method
+    from vcast.registry import is_token_method
 
     # every compressor; the in-LLM methods need the model (scripts/bench_memory.py)
-    assert set(rows) == {m for m in vcast.available_methods() if m != "vanilla" and not is_llm_method(m)}
+    assert set(rows) == {m for m in vcast.available_methods() if m != "vanilla" and is_token_method(m)}
     assert rows["vcast"][1:3] == ["prune", "24"] and float(rows["vcast"][4]) == 1.0  # floor(0.25 * 6 * 16)
     assert rows["avgpool_2x2"][1:3] == ["merge", "24"] and rows["visionzip"][1:3] == ["merge", "24"]
 

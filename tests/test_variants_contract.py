@@ -15,11 +15,11 @@ import torch
 
 import vcast
 from vcast.models.vision_probe import stand_in_inputs
-from vcast.registry import get_method, is_llm_method, method_inputs, method_variants
+from vcast.registry import get_method, is_token_method, method_inputs, method_variants
 from vcast.variants import VARIANTS
 
 FRAMES, GRID, DIM = 16, (6, 6), 32
-COMPRESSORS = [m for m in vcast.available_methods() if not is_llm_method(m)]
+COMPRESSORS = [m for m in vcast.available_methods() if is_token_method(m)]
 FIXED_RATIO = {"first_2x2": 0.25, "random_2x2": 0.25, "avgpool_2x2": 0.25, "vanilla": 1.0}
 
 
@@ -77,7 +77,7 @@ def test_a_missing_variant_is_refused_by_name(method: str, missing: str) -> None
 
     with pytest.raises(ValueError, match=f"has variant\\(s\\) .*'paper'.*got '{missing}'"):
         check_params(method, {"variant": missing})
-    if not is_llm_method(method):
+    if is_token_method(method):
         frames, inputs = _video(3)
         with pytest.raises(ValueError, match=f"got '{missing}'"):
             _select(method, frames, inputs, variant=missing)

@@ -8,10 +8,10 @@
 """
 
 from vcast import models
-from vcast.api import select
+from vcast.api import input_plan, select
 from vcast.registry import available_methods, method_inputs, method_params, method_variants, register_method
 from vcast.selection import Selection
 
-__all__ = ["Selection", "models", "available_methods", "method_inputs", "method_params", "method_variants",
-           "register_method", "select"]
+__all__ = ["Selection", "models", "available_methods", "input_plan", "method_inputs", "method_params",
+           "method_variants", "register_method", "select"]
 __version__ = "0.1.0"

@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from vcast.registry import call_params, check_params, get_method, is_llm_method
+from vcast.input_plan import InputPlan
+from vcast.registry import call_params, check_params, get_method, is_input_method, is_llm_method
 from vcast.selection import Selection
 from vcast.validation import check_frames, check_ratio
 
@@ -32,7 +33,41 @@ def select(frames: torch.Tensor, ratio: float, method: str = "vcast", **params: 
     if is_llm_method(method):
         raise ValueError(f"method {method!r} drops tokens inside the language model, so it needs the model: "
                          "use vcast.models.attach(model, method=...) instead of vcast.select")
+    if is_input_method(method):
+        raise ValueError(input_method_refusal(method, "vcast.select"))
     check_params(method, params, allow_inputs=True)
     ratio = check_ratio(ratio)
     check_frames(frames)
     return compressor(frames, ratio, **call_params(method, params))
+
+
+def input_method_refusal(method: str, caller: str) -> str:
+    """Why ``caller`` cannot run input method ``method`` (it selects no tokens), and what can."""
+    return (f"method {method!r} spends the budget on the model's input (what the processor is given), so "
+            f"{caller} has no tokens to select for it: run it through the lmms-eval plugins or the sweep "
+            f"(method={method}), or read its plan with vcast.input_plan({method!r}, ratio) and prepare "
+            "your inputs with it")
+
+
+def input_plan(method: str, ratio: float, **params: Any) -> InputPlan:
+    """The plan of input method ``method`` at retention ``ratio`` (:mod:`vcast.input_plan`).
+
+    Example: ``vcast.input_plan("fewer_frames", 0.25).frames(32, temporal_patch=2)`` is 8.
+
+    Raises:
+        ValueError: naming an unknown method, one that is not an input method, a bad parameter
+            or ratio.
+    """
+    plan_fn = get_method(method)
+    if not is_input_method(method):
+        raise ValueError(f"method {method!r} is not an input method; input methods: "
+                         f"{', '.join(name for name in available_input_methods())}")
+    check_params(method, params)
+    return plan_fn(check_ratio(ratio), **call_params(method, params))
+
+
+def available_input_methods() -> list[str]:
+    """Sorted names of the input methods (:func:`vcast.registry.register_input_method`)."""
+    from vcast.registry import available_methods
+
+    return [name for name in available_methods() if is_input_method(name)]

@@ -18,6 +18,11 @@ An **in-LLM method** works inside the language model, so it registers a *planner
 (:func:`register_llm_method`): ``planner(ratio, llm, **params) -> LLMPlan``
 (:mod:`vcast.models.llm_plan`). It shares the names, parameters and checks below, runs under
 :func:`vcast.models.attach` only, and declares the model inputs of its pre-LLM step.
+
+An **input method** spends the budget on what the model is given (fewer sampled frames, a lower
+resolution) and prunes nothing, so it registers ``fn(ratio, **params) -> InputPlan``
+(:func:`register_input_method`, :mod:`vcast.input_plan`). It shares the names and checks; the
+lmms-eval plugins and the sweep run it, :func:`vcast.input_plan` gives its plan to a library user.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ Compressor = Callable[..., Selection]
 _REGISTRY: dict[str, Compressor] = {}
 _INPUTS: dict[str, tuple[str, ...]] = {}
 _IN_LLM: set[str] = set()
+_INPUT: set[str] = set()
 _VARIANTS: dict[str, tuple[str, ...]] = {}
 _VARIANT_INPUTS: dict[str, dict[str, tuple[str, ...]]] = {}
 MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
@@ -108,6 +114,31 @@ def register_llm_method(name: str, inputs: tuple[str, ...] = (),
         return fn
 
     return decorator
+
+
+def register_input_method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: make ``fn(ratio, **params) -> InputPlan`` (:mod:`vcast.input_plan`) available as
+    ``method=name`` to the lmms-eval plugins and the sweep, and through :func:`vcast.input_plan`."""
+    register = register_method(name)
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        register(fn)
+        _INPUT.add(name)
+        return fn
+
+    return decorator
+
+
+def is_input_method(name: str) -> bool:
+    """Whether ``name`` changes the model's input instead of its tokens (see :func:`register_input_method`)."""
+    get_method(name)
+    return name in _INPUT
+
+
+def is_token_method(name: str) -> bool:
+    """Whether ``name`` is a compressor that ``vcast.select`` runs on tokens (neither in-LLM nor input)."""
+    get_method(name)
+    return name not in _IN_LLM and name not in _INPUT
 
 
 def is_llm_method(name: str) -> bool:

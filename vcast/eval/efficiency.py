@@ -44,6 +44,10 @@ class CallRecord:
     video_tokens_final: Optional[int] = None
     layer_retention: Optional[float] = None
     tasks: list[str] = field(default_factory=list)
+    # Input methods (fewer_frames, downsample): per video, the frames and LLM token grid used and
+    # those of the unpruned model (vcast.eval.input_budget); video_tokens_total is then the
+    # unpruned model's count. None for every other method.
+    input_budget: Optional[list[dict[str, Any]]] = None
 
 
 class EfficiencyLog:

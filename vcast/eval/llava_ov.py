@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from PIL import Image
 
+from vcast.eval.input_budget import INPUT_BUDGET, input_plan_refusal, video_budget
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.video import is_video_path, read_llava_video
 
@@ -40,6 +41,11 @@ class VCastLlavaOV(VCastLMM):
             raise ValueError(f"vcast_llava_ov: {pretrained}'s tokenizer has no chat template; pass chat_template=")
         super().__init__(pretrained, **kwargs)
 
+    def _check_input_plan(self, plan: Any) -> None:
+        refusal = input_plan_refusal("vcast_llava_ov", plan)
+        if refusal is not None:
+            raise ValueError(refusal)
+
     def _model_class(self, pretrained: str) -> type:
         import transformers
 
@@ -50,14 +56,17 @@ class VCastLlavaOV(VCastLMM):
         return transformers.LlavaOnevisionForConditionalGeneration
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
-        texts, images, videos = [], [], []
+        texts, images, videos, budgets = [], [], [], []
+        # An input method (fewer_frames) reads fewer of the max_num_frames frames LLaVA reads.
+        count = self.max_num_frames if self.input_plan is None else self.input_plan.frames(self.max_num_frames)
         for context, items in zip(contexts, visuals):
             sample_videos = [item for item in items if is_video_path(item)]
             sample_images = [item for item in items if isinstance(item, Image.Image)]
             if len(sample_videos) + len(sample_images) != len(items):
                 raise ValueError(f"vcast_llava_ov: unsupported visual(s) in {items!r:.120} "
                                  "(expected video paths or PIL images)")
-            videos.extend(read_llava_video(path, self.max_num_frames).frames for path in sample_videos)
+            videos.extend(read_llava_video(path, count).frames for path in sample_videos)
+            budgets.extend(video_budget(count, self.max_num_frames) for _ in sample_videos)
             images.extend(sample_images)
             if IMAGE_TOKEN not in context:
                 if sample_images:
@@ -75,4 +84,6 @@ class VCastLlavaOV(VCastLMM):
         for key in ("pixel_values", "pixel_values_videos"):
             if key in inputs:
                 inputs[key] = inputs[key].to(self.model.dtype)
+        if self.input_plan is not None:
+            setattr(inputs, INPUT_BUDGET, budgets)
         return inputs

@@ -3,7 +3,9 @@ method, the request loop, efficiency records.
 
 A subclass knows one architecture's prompt and video handling (:meth:`VCastLMM._prepare`) and
 follows lmms-eval's own wrapper for it. ``method="vanilla"`` attaches the keep-everything method,
-so the unpruned model runs through the same hooks and meters as every other method.
+so the unpruned model runs through the same hooks and meters as every other method. An input
+method (``fewer_frames``, ``downsample``; :mod:`vcast.input_plan`) changes what ``_prepare`` gives
+the processor and runs the model with the keep-everything method.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from lmms_eval.api.model import lmms
 from tqdm import tqdm
 
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
+from vcast.eval.input_budget import INPUT_BUDGET, reference_video_tokens
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.video import UNREADABLE_VIDEO
@@ -85,8 +88,9 @@ class VCastLMM(lmms):
         super().__init__()
         from accelerate import Accelerator
 
+        from vcast.api import input_plan
         from vcast.models import attach
-        from vcast.registry import get_method
+        from vcast.registry import get_method, is_input_method
         from vcast.validation import check_choice, check_int
 
         if attn_implementation not in ATTN_IMPLEMENTATIONS:
@@ -98,6 +102,10 @@ class VCastLMM(lmms):
         check_choice("missing_visuals", missing_visuals, MISSING_POLICIES)
         if ratio is None:
             ratio = 1.0 if method == "vanilla" else 0.25
+        # An input method prunes nothing: the model runs unpruned on the smaller input.
+        self.input_plan = input_plan(method, float(ratio), **method_params) if is_input_method(method) else None
+        if self.input_plan is not None:
+            self._check_input_plan(self.input_plan)
 
         self.accelerator = Accelerator()
         processes = self.accelerator.num_processes
@@ -125,8 +133,9 @@ class VCastLMM(lmms):
         if load_map is None:
             self._model.to(self._device)
         self._model.eval()
-        self.handle = attach(self._model, method, self.ratio, positions=positions,
-                             compress_images=compress_images, **method_params)
+        attached = ("vanilla", 1.0, {}) if self.input_plan is not None else (method, self.ratio, method_params)
+        self.handle = attach(self._model, attached[0], attached[1], positions=positions,
+                             compress_images=compress_images, **attached[2])
         self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, self._rank)
@@ -175,6 +184,9 @@ class VCastLMM(lmms):
         raise NotImplementedError(f"{type(self).__name__} implements generate_until only")
 
     # Subclass hooks -----------------------------------------------------------------------------
+    def _check_input_plan(self, plan: Any) -> None:
+        """ValueError when this architecture cannot take input method ``plan`` (before loading)."""
+
     def _model_class(self, pretrained: str) -> type:
         """The transformers class for ``pretrained``; ValueError naming an unsupported checkpoint."""
         raise NotImplementedError
@@ -308,15 +320,21 @@ class VCastLMM(lmms):
         self._synchronize()
         wall = time.perf_counter() - start
         new_tokens = output[:, inputs["input_ids"].shape[1]:]
-        self._record(tasks, doc_ids, wall, new_tokens)
+        self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None))
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
-    def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor) -> None:
+    def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor,
+                input_budget: Optional[list[dict[str, Any]]] = None) -> None:
         """One efficiency record for the call; ``tasks[i]`` is the task of ``doc_ids[i]`` (a task
-        group's batch mixes tasks, and doc ids repeat across them)."""
+        group's batch mixes tasks, and doc ids repeat across them). Under an input method,
+        ``input_budget`` (per video, see :mod:`vcast.eval.input_budget`) makes the total the
+        unpruned model's video tokens, so kept / total is the share the method really spent."""
         stats = self.handle.stats
         if stats is None:
             raise RuntimeError("the pruning handle recorded no call: were the hooks removed?")
+        total = stats.total_video_tokens
+        if input_budget:  # an input method's batch with videos
+            total = reference_video_tokens(input_budget, stats.segments)
         produced = int((new_tokens != self._pad_token_id).sum())
         peak = stats.peak_memory_bytes
         self.efficiency.add(CallRecord(
@@ -325,10 +343,11 @@ class VCastLMM(lmms):
             generate_s=wall,
             decode_steps=stats.decode_steps, output_tokens=produced,
             peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
-            timer=stats.timer, video_tokens_total=stats.total_video_tokens,
+            timer=stats.timer, video_tokens_total=total,
             video_tokens_kept=stats.kept_video_tokens, prompt_tokens_before=list(stats.tokens_before),
             prompt_tokens_after=list(stats.tokens_after), video_tokens_final=stats.final_video_tokens,
-            layer_retention=stats.layer_retention,
+            layer_retention=stats.kept_video_tokens / total if input_budget else stats.layer_retention,
+            input_budget=input_budget or None,
         ))
 
     def _log_totals(self) -> None:

@@ -15,13 +15,16 @@ from typing import Any, Optional
 
 from PIL import Image
 
+from vcast.eval.input_budget import INPUT_BUDGET, video_budget
 from vcast.eval.plugin import VCastLMM
-from vcast.eval.video import is_video_path, qwen_resize, read_qwen_video
+from vcast.eval.video import is_video_path, qwen_frame_count, qwen_frame_size, qwen_resize, read_qwen_video
 from vcast.validation import check_int
 
 logger = logging.getLogger(__name__)
 
 QWEN_PATCH_SIZE = 16
+QWEN_TEMPORAL_PATCH = 2
+QWEN_MERGE = 2  # spatial merge: one LLM token per 2x2 patches, 32x32 pixels
 
 
 class VCastQwen3VL(VCastLMM):
@@ -64,15 +67,15 @@ class VCastQwen3VL(VCastLMM):
         from qwen_vl_utils import fetch_image
         from transformers.video_utils import VideoMetadata
 
-        texts, images, videos, metadata = [], [], [], []
+        texts, images, videos, metadata, budgets = [], [], [], [], []
         for context, items in zip(contexts, visuals):
             context = context.replace("<image>", "")
             content: list[dict[str, Any]] = []
             for item in items:
                 if is_video_path(item):
-                    decoded = read_qwen_video(item, self.max_num_frames)
-                    videos.append(qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, self.total_pixels,
-                                              QWEN_PATCH_SIZE))
+                    decoded, frames, budget = self._read_video(item)
+                    videos.append(frames)
+                    budgets.append(budget)
                     metadata.append(VideoMetadata(total_num_frames=decoded.total_frames, fps=decoded.fps,
                                                   frames_indices=decoded.indices, video_backend="decord"))
                     content.append({"type": "video", "video": item})
@@ -93,5 +96,33 @@ class VCastQwen3VL(VCastLMM):
             kwargs.update(videos=videos, video_metadata=metadata, do_sample_frames=False)
         if images:
             kwargs["images"] = images
-        return self.processor(**kwargs)
+        inputs = self.processor(**kwargs)
+        if self.input_plan is not None:
+            setattr(inputs, INPUT_BUDGET, budgets)
+        return inputs
+
+    def _read_video(self, path: str) -> tuple[Any, Any, Optional[dict[str, Any]]]:
+        """``(decoded video, resized frames [T, 3, H, W], input budget or None)`` of one video.
+
+        Under an input method (:mod:`vcast.input_plan`): ``fewer_frames`` reads fewer frames at the
+        per-frame size the unpruned model's frame count gives; ``downsample`` shrinks that size's
+        LLM token grid (32-pixel cells) by the plan."""
+        plan = self.input_plan
+        if plan is None:
+            decoded = read_qwen_video(path, self.max_num_frames)
+            return decoded, qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, self.total_pixels,
+                                        QWEN_PATCH_SIZE), None
+        decoded = read_qwen_video(path, self.max_num_frames,
+                                  count_for=lambda count: plan.frames(count, QWEN_TEMPORAL_PATCH))
+        reference_frames = qwen_frame_count(self.max_num_frames, decoded.total_frames)
+        height, width = decoded.frames.shape[1:3]
+        size = qwen_frame_size(height, width, reference_frames, self.min_pixels, self.max_pixels, self.total_pixels,
+                               QWEN_PATCH_SIZE)
+        cell = QWEN_PATCH_SIZE * QWEN_MERGE
+        reference_grid = (size[0] // cell, size[1] // cell)
+        grid = plan.grid(*reference_grid)
+        frames = qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, size=(grid[0] * cell, grid[1] * cell))
+        logger.debug("%s: %s read as %d of %d frames, grid %s of %s", plan.method, path, len(decoded.indices),
+                     reference_frames, grid, reference_grid)
+        return decoded, frames, video_budget(len(decoded.indices), reference_frames, grid, reference_grid)
 

@@ -260,13 +260,19 @@ def qwen_frame_count(requested: int, available: int, factor: int = 2) -> int:
     return count
 
 
-def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FOLDER_FPS) -> DecodedVideo:
+def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FOLDER_FPS,
+                    count_for: Callable[[int], int] | None = None) -> DecodedVideo:
     """``qwen_vl_utils``' decord reader with ``nframes``: ``linspace(0, N-1, n).round()`` (a GIF or
-    frame folder of N frames sampled as a video file of N frames)."""
+    frame folder of N frames sampled as a video file of N frames).
+
+    ``count_for`` maps the frame count the wrapper reads (:func:`qwen_frame_count`) to the one to
+    read instead (an input method's fewer frames, :mod:`vcast.input_plan`)."""
     video = open_video(path, folder_fps)
     if video.total < 2 <= max_num_frames:  # too short for one temporal patch: costs its item, recorded
         raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); Qwen3-VL needs at least 2")
     count = qwen_frame_count(max_num_frames, video.total)
+    if count_for is not None:
+        count = count_for(count)
     indices = torch.linspace(0, video.total - 1, count).round().long().tolist()
     frames = video.read(indices)
     logger.debug("read %s: %d of %d frames at %.3g fps", video.path, count, video.total, video.fps)
@@ -285,14 +291,11 @@ def read_llava_video(path: str, max_frames_num: int, folder_fps: float = FRAME_F
     return DecodedVideo(frames=video.read(indices), indices=indices, total_frames=video.total, fps=video.fps)
 
 
-def qwen_resize(frames: np.ndarray, min_pixels: int, max_pixels: int, total_pixels: int | None = None,
-                patch_size: int = 16) -> torch.Tensor:
-    """``qwen_vl_utils.fetch_video``'s resize: uint8 ``[T, H, W, 3]`` -> float ``[T, 3, H', W']``.
-
-    H', W' are multiples of ``2 * patch_size``; the per-frame pixel cap is
-    ``min(max_pixels, 768 * 32^2, total_pixels / T * 2)`` (never below ``1.05 * min_pixels``),
-    bicubic with antialiasing, as there.
-    """
+def qwen_frame_size(height: int, width: int, count: int, min_pixels: int, max_pixels: int,
+                    total_pixels: int | None = None, patch_size: int = 16) -> tuple[int, int]:
+    """``qwen_vl_utils.fetch_video``'s target size ``(H', W')`` for ``count`` frames of
+    ``height x width``: multiples of ``2 * patch_size``; the per-frame pixel cap is
+    ``min(max_pixels, 768 * 32^2, total_pixels / count * 2)`` (never below ``1.05 * min_pixels``)."""
     from qwen_vl_utils.vision_process import (
         FRAME_FACTOR,
         MODEL_SEQ_LEN,
@@ -300,16 +303,28 @@ def qwen_resize(frames: np.ndarray, min_pixels: int, max_pixels: int, total_pixe
         VIDEO_MAX_TOKEN_NUM,
         smart_resize,
     )
-    from torchvision.transforms import InterpolationMode
-    from torchvision.transforms import functional as F
 
     factor = patch_size * SPATIAL_MERGE_SIZE
-    video = torch.from_numpy(frames).permute(0, 3, 1, 2)
-    count, _, height, width = video.shape
     if total_pixels is None:
         total_pixels = MODEL_SEQ_LEN * factor * factor * 0.9
     cap = max(min(VIDEO_MAX_TOKEN_NUM * factor * factor, total_pixels / count * FRAME_FACTOR),
               int(min_pixels * 1.05))
     cap = min(max_pixels, cap)
-    new_h, new_w = smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=cap)
-    return F.resize(video, [new_h, new_w], interpolation=InterpolationMode.BICUBIC, antialias=True).float()
+    return smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=cap)
+
+
+def qwen_resize(frames: np.ndarray, min_pixels: int, max_pixels: int, total_pixels: int | None = None,
+                patch_size: int = 16, size: tuple[int, int] | None = None) -> torch.Tensor:
+    """``qwen_vl_utils.fetch_video``'s resize: uint8 ``[T, H, W, 3]`` -> float ``[T, 3, H', W']``.
+
+    ``(H', W')`` is :func:`qwen_frame_size` of the ``T`` frames unless ``size`` gives it (an input
+    method's smaller frames, :mod:`vcast.input_plan`); bicubic with antialiasing, as there.
+    """
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms import functional as F
+
+    video = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    count, _, height, width = video.shape
+    if size is None:
+        size = qwen_frame_size(height, width, count, min_pixels, max_pixels, total_pixels, patch_size)
+    return F.resize(video, list(size), interpolation=InterpolationMode.BICUBIC, antialias=True).float()

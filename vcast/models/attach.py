@@ -8,11 +8,11 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from vcast.api import select
+from vcast.api import input_method_refusal, select
 from vcast.models.adapter import Adapter
 from vcast.models.handle import PruningHandle, llm_plan
 from vcast.models.vision_probe import stand_in_inputs
-from vcast.registry import check_params, get_method, is_llm_method, method_inputs
+from vcast.registry import check_params, get_method, is_input_method, is_llm_method, method_inputs
 from vcast.validation import check_ratio
 
 _ATTACHED: "weakref.WeakKeyDictionary[nn.Module, PruningHandle]" = weakref.WeakKeyDictionary()
@@ -75,6 +75,9 @@ def attach(
     """
     adapter_cls = adapter_class(model)
     get_method(method)
+    if is_input_method(method):
+        raise ValueError(input_method_refusal(method, "vcast.models.attach") +
+                         ", then attach method='vanilla' to measure the same way")
     check_params(method, params)
     ratio = check_ratio(ratio)
     if is_llm_method(method):  # its plan depends on the model: check it against this one

@@ -43,6 +43,8 @@ PRODUCTS: dict[str, Product] = {product.name: product for product in (
     _single("llava-video-7b", "llava_video", "llava_video_results", "tab:llava_video_results"),
     _single("efficiency", "efficiency", "efficiency_comparison", "tab:efficiency_comparison"),
     _single("rope", "rope", "rope", "tab:rope"),
+    Product("extended", ("extended",), (TableOutput("extended", None, ("extended",)),), model="qwen3vl_8b",
+            description="beyond the paper: EVS, fewer frames, downsample, random, VidCom2 and V-CAST"),
     Product("ablations", ("ablation_temporal", "ablation_spatial", "ablation_hparams"), (
         TableOutput("ablation-temporal", "ablation_temporal_32_64", ("ablation_temporal",)),
         TableOutput("ablation-spatial", "ablation_spatial", ("ablation_spatial",)),

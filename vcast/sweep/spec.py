@@ -79,7 +79,7 @@ def _variants_of(method_id: str) -> tuple[str, ...]:
 def preflight(spec: CellSpec) -> Optional[str]:
     """Why ``spec`` cannot run at all (so no job is spent on it), or None."""
     import vcast
-    from vcast.registry import check_params, method_variants
+    from vcast.registry import check_params, is_input_method, method_variants
 
     if spec.method_id not in vcast.available_methods():
         return (f"method {spec.method_id!r} (config {spec.method!r}) is not implemented in this version of vcast; "
@@ -91,4 +91,9 @@ def preflight(spec: CellSpec) -> Optional[str]:
         check_params(spec.method_id, spec.method_params)
     except ValueError as error:
         return str(error)
+    if is_input_method(spec.method_id):
+        from vcast.api import input_plan
+        from vcast.eval.input_budget import input_plan_refusal
+
+        return input_plan_refusal(spec.plugin, input_plan(spec.method_id, spec.ratio, **spec.method_params))
     return None
