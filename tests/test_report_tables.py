@@ -184,8 +184,8 @@ def test_exports(paper_frame: pd.DataFrame) -> None:
 def test_efficiency_table_columns_and_annotations(paper_frame: pd.DataFrame) -> None:
     table = build_table(paper_frame, LAYOUTS["efficiency_comparison"], experiments=["efficiency"])
     header = csv_text(table).splitlines()[0].split(",")
-    assert header == ["frames", "ratio", "method", "PrefillLatency_s", "GenerationLatency_s", "TotalLatency_s",
-                      "PeakMemory_MB", "Throughput_items_per_s", "Performance"]
+    assert header == ["frames", "ratio", "method", "PrefillLatency_s", "SelectionLatency_s", "SelectionPctPrefill",
+                      "GenerationLatency_s", "TotalLatency_s", "PeakMemory_MB", "Throughput_items_per_s", "Performance"]
     vcast = next(r for r in table.rows if r.method == "vcast")
     assert vcast.notes["PrefillLatency_s"] == "↓51.2%" and vcast.notes["Throughput_items_per_s"] == "1.16×"
     assert vcast.notes["Performance"] == "↓1.0"
@@ -300,11 +300,17 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(tiny_dirs: d
     results = tmp_path / "results"
     args = ["build", "demo", "--results", str(results), "--run", "--frames", "8",
             "--model-dir", str(tiny_dirs["qwen3_vl"]), "--max-pixels", "16384", "--min-pixels", "4096",
-            "--kept-tokens", "--sweep-args", f"model.pretrained={tiny_dirs['qwen3_vl']} frames=8 limit=2"]
+            "--kept-tokens", "--intervals", "--analysis", "--resamples", "500",
+            "--sweep-args", f"model.pretrained={tiny_dirs['qwen3_vl']} frames=8 limit=2"]
     assert main(args) == 0
     out = results / "demo"
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
-        "budget-profiles.pdf", "budget-profiles.png", "demo.csv", "demo.md", "demo.tex"]
+        "budget-profiles.pdf", "budget-profiles.png", "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex",
+        "demo-tradeoff.pdf", "demo-tradeoff.png", "demo.csv", "demo.md", "demo.tex"]
+    # make demo's loyalty and interval columns (degenerate with random weights, but there)
+    analysis = (out / "demo-analysis.md").read_text()
+    assert "| Loyalty % |" in analysis and "| 95% CI |" in analysis and "| V-CAST † | 0.25 | VCastSynth |" in analysis  # † limit=2
+    assert " ± " in (out / "demo.md").read_text()
     rows = list(csv.DictReader((out / "demo.csv").open()))
     demo_methods = yaml.safe_load((CONFIG_DIR / "experiment" / "demo.yaml").read_text())["hydra"]["sweeper"]["params"]["method"]
     assert sorted((r["frames"], r["ratio"], r["method"]) for r in rows) == sorted(

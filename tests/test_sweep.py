@@ -111,12 +111,15 @@ def test_every_method_config_is_runnable(method: str) -> None:
     import vcast
     from vcast.models.attach import _check_param_values
     from vcast.models.llm_plan import LLMInfo
-    from vcast.registry import get_method, is_llm_method
+    from vcast.registry import get_method, is_input_method, is_llm_method
     from vcast.sweep.spec import preflight, spec_from_config
 
     spec = spec_from_config(_compose([f"method={method}", "ratio=0.25"]), "x")
     assert preflight(spec) is None, preflight(spec)
     assert spec.method_id in vcast.available_methods()
+    if is_input_method(spec.method_id):  # changes the processor's input: its plan is the check
+        assert vcast.input_plan(spec.method_id, spec.ratio, **spec.method_params).method == spec.method_id
+        return
     if not is_llm_method(spec.method_id):
         _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
         return

@@ -133,9 +133,11 @@ class VCastLMM(lmms):
         if load_map is None:
             self._model.to(self._device)
         self._model.eval()
-        attached = ("vanilla", 1.0, {}) if self.input_plan is not None else (method, self.ratio, method_params)
-        self.handle = attach(self._model, attached[0], attached[1], positions=positions,
-                             compress_images=compress_images, **attached[2])
+        if self.input_plan is None:
+            self.handle = attach(self._model, method, self.ratio, positions=positions,
+                                 compress_images=compress_images, **method_params)
+        else:
+            self.handle = attach(self._model, "vanilla", 1.0, positions=positions, compress_images=compress_images)
         self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, self._rank)

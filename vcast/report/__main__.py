@@ -7,6 +7,8 @@
     python -m vcast.report build qwen3vl-8b --compare clean  # + reproduction minus variant=paper (same grid)
     python -m vcast.report build qwen3vl-8b --profile clean  # the variant=paper table (<stem>-clean.*)
     python -m vcast.report collect --results results --out tidy.csv
+    python -m vcast.report analyze qwen3vl-8b                # loyalty, flips, paired intervals, trade-off figure
+    python -m vcast.report build qwen3vl-8b --intervals --analysis   # ± in the tables, and the analysis
 
 ``--run`` first runs the target's experiments through the sweep (finished cells are skipped),
 then writes the report; ``make table-<target>`` does the same (``REPORT_ONLY=1`` skips running).
@@ -24,13 +26,20 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
+from vcast.report.analysis import accuracy_intervals, compare_all
+from vcast.report.analysis_export import write_analysis
 from vcast.report.collect import COLUMNS, collect
 from vcast.report.comparison import ProfileTable
 from vcast.report.export import write_table
+from vcast.report.intervals import attach_intervals
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
+from vcast.report.per_sample import CellItemsCollection, collect_items
 from vcast.report.products import PRODUCTS, Product, TableOutput, get_product
+from vcast.report.scoring import load_task_scorings
+from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED
 from vcast.report.tables import build_table
+from vcast.report.tradeoff import plot_tradeoff
 from vcast.sweep.cell import REPRODUCE
 from vcast.sweep.profiles import PROFILES
 
@@ -98,6 +107,51 @@ def run_experiments(product: Product, results: Path, sweep_args: Sequence[str]) 
     return failed
 
 
+def _table_model(output: TableOutput, product: Product, frame: pd.DataFrame, model: Optional[str]) -> Optional[str]:
+    """The model whose cells fill ``output``: ``--model``, the layout's, the product's, else the first found."""
+    if model:
+        return model
+    if output.layout is not None:
+        return LAYOUTS[output.layout].model
+    rows = frame[frame["experiment"].isin(output.experiments)]
+    return product.model if product.model in set(rows["model"]) else (rows["model"].iloc[0] if len(rows) else None)
+
+
+def _outputs(product: Product) -> tuple[TableOutput, ...]:
+    """The product's tables, or one pseudo-table over all its experiments (figure-only products)."""
+    return product.tables or ((TableOutput(product.name, None, product.experiments),) if product.experiments else ())
+
+
+def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame, out_dir: Path, *,
+                           profile: str = REPRODUCE, model: Optional[str] = None,
+                           resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                           items: Optional[CellItemsCollection] = None) -> tuple[list[Path], list[str]]:
+    """Per table of ``product``: ``<stem>-analysis.{csv,md,tex}`` (loyalty, flips, paired
+    intervals, McNemar) and ``<stem>-tradeoff.{png,pdf}``; returns (written paths, problems)."""
+    scorings = load_task_scorings()
+    if items is None:
+        items = collect_items(results, experiments=product.experiments) if results.is_dir() else CellItemsCollection()
+    problems = [f"per-sample analysis: {problem}" for problem in items.problems]
+    written: list[Path] = []
+    for output in _outputs(product):
+        stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
+        cells = [c for c in items.cells if c.experiment in output.experiments and c.profile == profile]
+        comparisons = compare_all(cells, scorings, resamples=resamples, seed=seed)
+        if comparisons.empty:
+            problems.append(f"analysis {stem}: no method cell with a vanilla or V-CAST cell to compare with")
+        written += write_analysis(comparisons, out_dir / stem, stem)
+        table_model = _table_model(output, product, frame, model)
+        try:
+            if table_model is None:
+                raise ValueError("no cells")
+            written += plot_tradeoff(frame, out_dir / f"{stem}-tradeoff", model=table_model,
+                                     experiments=output.experiments)
+        except ValueError as error:
+            problems.append(f"figure {stem}-tradeoff: {error}")
+            logger.warning("trade-off figure %s not drawn: %s", stem, error)
+    return written, problems
+
+
 def build_product(product: Product, results: Path, *, out: Optional[Path] = None, model: Optional[str] = None,
                   paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None,
                   profile: str = REPRODUCE, compare_profile: Optional[str] = None,
@@ -115,6 +169,14 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
     problems = list(collection.problems) if collection else [f"no results folder {results}"]
     out_dir = out or (results / product.out_dir if product.out_dir else None)
     kept_tokens = bool(args is not None and getattr(args, "kept_tokens", False))
+    intervals = bool(args is not None and getattr(args, "intervals", False))
+    resamples = int(getattr(args, "resamples", DEFAULT_RESAMPLES) if args is not None else DEFAULT_RESAMPLES)
+    seed = int(getattr(args, "seed", DEFAULT_SEED) if args is not None else DEFAULT_SEED)
+    items = None
+    if intervals or (args is not None and getattr(args, "analysis", False)):
+        items = collect_items(results, experiments=product.experiments) if results.is_dir() else CellItemsCollection()
+    interval_frame = (accuracy_intervals(items.cells, load_task_scorings(), resamples=resamples, seed=seed)
+                      if intervals and items is not None else None)
     written: list[Path] = []
     for output in product.tables:
         if output.layout is None:
@@ -132,6 +194,8 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
             comparison = ProfileTable(build_table(other, layout, model=model, experiments=output.experiments,
                                                   kept_tokens=kept_tokens), compare_profile)
         stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
+        if interval_frame is not None:
+            attach_intervals(table, interval_frame, experiments=output.experiments, profile=profile)
         if table.partial and output.layout is not None and not allow_partial:
             cells = "; ".join(f"{cell} (limit {limit:g})" for cell, limit in sorted(table.partial.items()))
             problems.append(f"refused table {stem}: it would print partial runs as results: {cells}. Run those "
@@ -144,6 +208,11 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
         except ValueError as error:
             problems.append(f"figure {name}: {error}")
             logger.warning("figure %s not drawn: %s", name, error)
+    if args is not None and getattr(args, "analysis", False):
+        more, trouble = write_analysis_outputs(product, results, frame, out_dir or results / "tables", profile=profile,
+                                               model=model, resamples=resamples, seed=seed, items=items)
+        written += more
+        problems += trouble
     return written, problems
 
 
@@ -173,6 +242,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="build paper tables from partial (limit) cells too, marked with a dagger (refused otherwise)")
     build.add_argument("--kept-tokens", action="store_true",
                        help="add a 'Kept %%' column: video tokens each method really kept (from the run logs)")
+    build.add_argument("--intervals", action="store_true",
+                       help="print each score with ± half its bootstrap interval (from the per-sample logs)")
+    build.add_argument("--analysis", action="store_true",
+                       help="also write <stem>-analysis.{csv,md,tex} and <stem>-tradeoff.{png,pdf} (see analyze)")
+    _resampling_arguments(build)
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
     build.add_argument("--ratio", type=float, default=0.25, help="retention ratio of the figures (default 0.25)")
     build.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
@@ -181,10 +255,49 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--frames", type=int, default=32, help="frames sampled for budget profiles (default 32)")
     build.add_argument("--max-pixels", type=int, help="Qwen3-VL video max_pixels for budget profiles (default: the plugin's)")
     build.add_argument("--min-pixels", type=int, help="Qwen3-VL video min_pixels for budget profiles (default: the plugin's)")
+    analyze = commands.add_parser(
+        "analyze", help="per-sample analysis (loyalty, flips, paired bootstrap, McNemar) and the trade-off figure")
+    analyze.add_argument("target", help="a report target or an experiment folder under --results (as for build)")
+    analyze.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    analyze.add_argument("--out", type=Path,
+                         help="output folder (default: <results>/tables; the demo's: <results>/demo)")
+    analyze.add_argument("--model", help="model config of the trade-off figure (default: the table's)")
+    analyze.add_argument("--profile", choices=PROFILES, default=REPRODUCE, help="whose cells (default reproduce)")
+    analyze.add_argument("--show", action="store_true", help="print the Markdown analysis too")
+    _resampling_arguments(analyze)
     tidy = commands.add_parser("collect", help="the tidy frame of a results tree (CSV)")
     tidy.add_argument("--results", type=Path, default=Path("results"))
     tidy.add_argument("--out", type=Path, help="CSV path (default: print)")
     return parser
+
+
+def _resampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help=f"seed of the bootstrap's numpy Generator (default {DEFAULT_SEED})")
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    try:
+        product = get_product(args.target) if args.target in PRODUCTS else adhoc_product(args.target, args.results)
+    except ValueError as error:
+        _parser().error(str(error))
+    if args.resamples < 1:
+        _parser().error(f"--resamples must be at least 1, got {args.resamples}")
+    collection = collect(args.results) if args.results.is_dir() else None
+    frame = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
+    frame = frame[frame["profile"] == args.profile]
+    out_dir = args.out or (args.results / product.out_dir if product.out_dir else args.results / "tables")
+    written, problems = write_analysis_outputs(product, args.results, frame, out_dir, profile=args.profile,
+                                               model=args.model, resamples=args.resamples, seed=args.seed)
+    for path in written:
+        print(f"wrote {path}")
+        if args.show and path.name.endswith("-analysis.md"):
+            print(path.read_text(encoding="utf-8"))
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    return 0 if any(p.name.endswith("-analysis.csv") for p in written) else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -196,6 +309,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{product.name:16} experiments: {', '.join(product.experiments) or '-':55} "
                   f"writes: {', '.join(outputs)}  ({product.description})")
         return 0
+    if args.command == "analyze":
+        return _analyze(args)
     if args.command == "collect":
         collection = collect(args.results)
         text = collection.frame.to_csv(index=False)

@@ -5,7 +5,9 @@ value, status, cell, profile, variant, limit, missing_videos`` (``profile``: ``r
 ``clean``, the sweep's; ``variant``: the method's variant; cells from before variants read as
 ``reproduce`` / ``paper``; ``limit``: the ``limit`` of a partial (smoke) run, NaN for a full
 one; ``missing_videos``: items whose video could not be read). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed cell still
-yields one row per benchmark of its task, with ``value`` NaN, so tables can print ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...).
+yields one row per benchmark of its task, with ``value`` NaN, so tables can print ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...,
+``SelectionLatency_s`` and ``SelectionPctPrefill``: the method's own selection time, and it in
+percent of the prefill time).
 
 Nothing here raises on a bad cell: unreadable or inconsistent files are logged, listed in
 :attr:`Collection.problems` and skipped, so one broken cell never hides the others.
@@ -35,6 +37,7 @@ KEY = ["experiment", "model", "frames", "ratio", "method"]
 # cell.json "efficiency" field -> the paper's efficiency column.
 EFFICIENCY_COLUMNS = {
     "prefill_latency_s": "PrefillLatency_s",
+    "selection_latency_s": "SelectionLatency_s",  # the method's own work: finding, scoring, re-laying tokens
     "generation_latency_s": "GenerationLatency_s",
     "total_latency_s": "TotalLatency_s",
     "peak_memory_mb": "PeakMemory_MB",
@@ -44,7 +47,9 @@ EFFICIENCY_COLUMNS = {
 KEPT_TOKENS, KEPT_PERCENT = "KeptTokens", "KeptPct"
 # In-LLM methods drop tokens between layers too: the share each layer sees, averaged over layers.
 LAYER_PERCENT = "LayerAvgPct"
-SIDE_COLUMNS = (*EFFICIENCY_COLUMNS.values(), KEPT_TOKENS, KEPT_PERCENT, LAYER_PERCENT)  # not benchmarks
+# Selection time over the prefill it precedes (a separate meter, so the share may exceed 100).
+SELECTION_SHARE = "SelectionPctPrefill"
+SIDE_COLUMNS = (*EFFICIENCY_COLUMNS.values(), SELECTION_SHARE, KEPT_TOKENS, KEPT_PERCENT, LAYER_PERCENT)  # not benchmarks
 FAILED_STATUSES = ("oom", "failed")
 
 
@@ -96,6 +101,9 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         value = efficiency.get(key)
         if isinstance(value, (int, float)):
             rows.append({**base, "benchmark": column, "value": float(value), "status": "ok"})
+    selection, prefill = efficiency.get("selection_latency_s"), efficiency.get("prefill_latency_s")
+    if isinstance(selection, (int, float)) and isinstance(prefill, (int, float)) and prefill > 0:
+        rows.append({**base, "benchmark": SELECTION_SHARE, "value": 100.0 * selection / prefill, "status": "ok"})
     kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
     if isinstance(kept, (int, float)) and isinstance(total, (int, float)) and total > 0:
         rows.append({**base, "benchmark": KEPT_TOKENS, "value": float(kept), "status": "ok"})

@@ -3,7 +3,8 @@
 CSV: one row per (frames, ratio, method), the layout's columns by their paper names
 (``MVBench ... Average, Average%``; the efficiency table ``PrefillLatency_s ... Performance``);
 ``OOM`` for a cell that ran out of memory, ``failed`` for a failed one, empty where there is no
-cell. A table with partial (smoke-run, ``limit``) cells gets a last ``limit`` column, and marks
+cell. With ``--intervals``, ``<column>_pm`` holds each value's ``±`` half-width (printed as
+``69.2 ± 1.3`` in Markdown and LaTeX). A table with partial (smoke-run, ``limit``) cells gets a last ``limit`` column, and marks
 their rows ``†`` in LaTeX and Markdown with a footnote naming the cells. With a comparison (``--compare paper``: the published numbers; ``--compare clean``: the same
 grid run with ``variant="paper"``), ``<column>_vs_<name>`` holds this table's printed value minus
 the other one.
@@ -55,6 +56,8 @@ def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
     header = ["frames", "ratio", "method", *(c.key for c in columns)]
     if paper is not None:
         header += [f"{c.key}_vs_{paper.name}" for c in columns]
+    intervals = [c for c in columns if any(c.key in entry.intervals for entry in table.rows)]
+    header += [f"{c.key}_pm" for c in intervals]  # --intervals: the ± half-width of each value
     partial = bool(table.partial)
     if partial:
         header.append("limit")  # a smoke run's items per task; empty for a full run
@@ -77,6 +80,10 @@ def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
             for column in columns:
                 diff = _vs_paper(paper, table, entry, column)
                 row.append("" if diff is None else f"{diff:+.{column.digits}f}")
+        for column in intervals:
+            width = entry.intervals.get(column.key)
+            row.append("" if width is None or entry.states.get(column.key) != "ok"
+                       else f"{width:.4f}".rstrip("0").rstrip("."))
         if partial:
             row.append(f"{max(entry.partial.values()):g}" if entry.partial else "")
         writer.writerow(row)
@@ -89,8 +96,18 @@ def _marked(entry: Entry, column: Column, text: str, best: str, second: str) -> 
     return template.replace("{}", text)
 
 
+def _half_width(entry: Entry, column: Column) -> Optional[str]:
+    """The cell's ``±`` half-width as printed (``--intervals``), or None."""
+    width = entry.intervals.get(column.key)
+    if width is None or entry.states.get(column.key) != "ok":
+        return None
+    return f"{round_half_up(width, column.digits):.{column.digits}f}"
+
+
 def _md_cell(entry: Entry, column: Column) -> str:
     text = _marked(entry, column, _printed(entry, column), "**{}**", "<u>{}</u>")
+    width = _half_width(entry, column)
+    text = f"{text} ± {width}" if width is not None else text
     note = entry.notes.get(column.key)
     return f"{text} ({note})" if note else text
 
@@ -134,6 +151,9 @@ def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
 def _tex_cell(entry: Entry, column: Column) -> str:
     text = _printed(entry, column).replace(MISSING, "-").replace("%", r"\%")
     text = _marked(entry, column, text, r"\textbf{{}}", r"\underline{{}}")
+    width = _half_width(entry, column)
+    if width is not None:
+        text += rf"{{\scriptsize$\pm${width}}}"
     note = entry.notes.get(column.key)
     if note:
         note = note.replace("%", r"\%").replace("×", r"$\times$")
@@ -202,7 +222,7 @@ def latex_text(table: Table) -> str:
         previous = entry.kind
     lines += [r"\bottomrule", r"\end{tabular}", "}"]
     for note in table.footnotes():
-        text = latex(note).replace("†", DAGGER)
+        text = latex(note).replace("†", DAGGER).replace("±", r"$\pm$")
         lines.append(rf"\par{{\footnotesize {text}}}")
     lines += [rf"\label{{{layout.label}}}", r"\end{table*}"]
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ class Column:
     digits: int = 1
     source: Optional[str] = None  # tidy benchmark to read when key is not one (Performance)
     ranked: bool = True           # bold/underline and efficiency notes (not for kept-token shares)
+    annotated: bool = True        # efficiency notes vs the reference (not for selection time: vanilla's is ~0)
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,11 @@ LAYOUTS: dict[str, Layout] = {layout.key: layout for layout in (
     Layout(
         "efficiency_comparison", "tab:efficiency_comparison",
         "Efficiency: Qwen3-VL-8B-Instruct on VideoMME at R=25% (32 frames). Latencies are sums over the "
-        "benchmark; total is the evaluation's wall time.", "qwen3vl_8b",
+        "benchmark; total is the evaluation's wall time; selection is the method's own work before the "
+        "prefill (not in the paper).", "qwen3vl_8b",
         (Column("PrefillLatency_s", "Prefilling Latency (s)", higher_is_better=False),
+         Column("SelectionLatency_s", "Selection Latency (s)", higher_is_better=False, digits=2, annotated=False),
+         Column("SelectionPctPrefill", "Selection / Prefill (%)", higher_is_better=False, annotated=False),
          Column("GenerationLatency_s", "LLM Generation Latency (s)", higher_is_better=False),
          Column("TotalLatency_s", "Total Latency (s)", higher_is_better=False),
          Column("PeakMemory_MB", "GPU Peak Memory (MB)", higher_is_better=False),

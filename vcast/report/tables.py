@@ -57,6 +57,7 @@ class Entry:
     notes: dict[str, str] = field(default_factory=dict)      # efficiency: change vs the reference
     partial: dict[str, float] = field(default_factory=dict)  # cell -> limit, for its partial (smoke-run) cells
     missing_videos: dict[str, int] = field(default_factory=dict)  # cell -> items without a readable video
+    intervals: dict[str, float] = field(default_factory=dict)  # column -> ± half-width (--intervals)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Table:
     layout: Layout
     model: str
     entries: list[Entry]
+    extra_notes: list[str] = field(default_factory=list)  # more footnotes (the ± intervals' definition)
 
     @property
     def rows(self) -> list[Entry]:
@@ -73,6 +75,11 @@ class Table:
     def partial(self) -> dict[str, float]:
         """Every partial (smoke-run) cell behind the table -> its limit."""
         return {cell: limit for entry in self.rows for cell, limit in entry.partial.items()}
+
+    @property
+    def has_intervals(self) -> bool:
+        """Whether any cell carries a ``±`` half-width (see :mod:`vcast.report.intervals`)."""
+        return any(entry.intervals for entry in self.rows)
 
     @property
     def missing_videos(self) -> dict[str, int]:
@@ -88,7 +95,7 @@ class Table:
         if self.missing_videos:
             notes.append("items without a readable video (answered empty): " + "; ".join(
                 f"{cell} ({n})" for cell, n in sorted(self.missing_videos.items())))
-        return notes
+        return notes + self.extra_notes
 
 
 class _Lookup:
@@ -186,7 +193,7 @@ def _efficiency_notes(entry: Entry, reference: Entry, columns: Sequence[Column])
     """The paper's annotations: % change of latency/memory, x-factor of throughput, point change of score."""
     for column in columns:
         ours, base = entry.values.get(column.key, math.nan), reference.values.get(column.key, math.nan)
-        if not column.ranked or not (math.isfinite(ours) and math.isfinite(base)) or base == 0:
+        if not (column.ranked and column.annotated) or not (math.isfinite(ours) and math.isfinite(base)) or base == 0:
             continue
         if column.key == "Throughput_items_per_s":
             entry.notes[column.key] = f"{ours / base:.2f}×"
