@@ -69,6 +69,16 @@ Algorithm of ``variant="paper"`` (per video, tokens ``frames`` [T, P, D]):
    code) joins the most cosine-similar of this frame's anchors; the anchor becomes
    ``w x_a + (1 - w) mean(assigned)`` with ``w = max(1 / (n_a + 1), beta)`` (``x_a`` if none joined).
 
+Cost: step 5 is where the time goes on long segments. Each of a segment's ``ceil(L / p)`` anchor
+frames compares the segment's whole non-salient pool (``m``, about ``L P (1 - r (1 - d))`` tokens)
+with its ``n`` anchors, so a segment costs about ``L^2 P n D / p`` multiply-adds: quadratic in the
+segment length by the algorithm's definition (the official loop does the same), and with DySeg a
+longer clip of the same video has longer segments. The pool and its normalisation are built once
+per segment (:func:`merge_from_pool`); per anchor frame there is one gather of the pool's unit
+rows, one ``[m - n, D] x [D, n]`` product and one pass of sums. (Copying and re-normalising the
+pool for every anchor frame, as an earlier version did, gives bit-equal results in about 1.5x the
+time.)
+
 Default hyper-parameters (LLaVA official, ``llava_onevision.py`` L88-93 and ``scripts/eval.sh``):
 ``c = 8``, ``tau = 0.9``, ``d = 0.4``, ``p = 4``, ``beta = 0.6``, DPC ``k = 4``; the official scripts
 change only the retention ratio (0.10 by default), so the same values are used at every ratio.
@@ -206,6 +216,41 @@ def merge_into_anchors(anchors: torch.Tensor, pool: torch.Tensor, beta: float) -
     labels = torch.argmax(similarity, dim=1)  # the first maximum: ties to the earlier anchor
     counts = torch.bincount(labels, minlength=anchors.shape[0]).to(anchors.dtype)
     sums = torch.zeros_like(anchors).index_add_(0, labels, pool)
+    means = sums / counts.clamp_min(1)[:, None]
+    weight = (1.0 / (counts + 1)).clamp_min(beta)[:, None]
+    return weight * anchors + (1 - weight) * means
+
+
+def merge_from_pool(pool: torch.Tensor, unit: torch.Tensor, anchor_rows: torch.Tensor, beta: float) -> torch.Tensor:
+    """DTM of one anchor frame from its segment's pool, which is built (and normalised) once per segment.
+
+    Bit-equal to ``merge_into_anchors(pool[anchor_rows], pool without anchor_rows, beta)`` on CPU:
+    the similarity is the same ``[m - n, D] x [D, n]`` product of the same unit rows (a GEMM's
+    rounding depends on its row count, so the rows are gathered rather than all ``m`` taken),
+    and the sums add the same rows in the same order (the anchors' own rows go to a spare
+    bucket that is dropped). What is no longer repeated per anchor frame: copying the raw pool
+    and normalising the pool and the anchors.
+
+    Args:
+        pool: [m, D] float32, the segment's non-salient tokens.
+        unit: [m, D] float32, ``pool`` L2-normalised by rows (norm floor ``NORM_EPS``).
+        anchor_rows: [n] distinct rows of ``pool``: this frame's anchors.
+        beta: the lower bound of the anchor's own weight.
+    Returns:
+        [n, D] float32 merged anchors, in ``anchor_rows`` order (an anchor nobody joined unchanged).
+    """
+    anchors = pool.index_select(0, anchor_rows)
+    count = anchor_rows.shape[0]
+    if pool.shape[0] == count:  # nothing left to join
+        return anchors
+    joins = torch.ones(pool.shape[0], dtype=torch.bool, device=pool.device)
+    joins[anchor_rows] = False
+    rest = torch.nonzero(joins).reshape(-1)
+    similarity = unit.index_select(0, rest) @ unit.index_select(0, anchor_rows).T  # [m - n, n]
+    labels = torch.full((pool.shape[0],), count, dtype=torch.long, device=pool.device)  # count: the spare bucket
+    labels[rest] = torch.argmax(similarity, dim=1)  # the first maximum: ties to the earlier anchor
+    counts = torch.bincount(labels, minlength=count + 1)[:count].to(pool.dtype)
+    sums = pool.new_zeros(count + 1, pool.shape[1]).index_add_(0, labels, pool)[:count]
     means = sums / counts.clamp_min(1)[:, None]
     weight = (1.0 / (counts + 1)).clamp_min(beta)[:, None]
     return weight * anchors + (1 - weight) * means
@@ -359,18 +404,21 @@ def _paper_select(frames: torch.Tensor, ratio: float, num_segments: int, segment
         salient_index = torch.nonzero(salient).reshape(-1)
         positions.append(salient_index + offset)
         outputs.append(segment.index_select(0, salient_index))
+        if any(context_counts):
+            # The segment's pool (its non-salient tokens, ascending) and its normalisation, once.
+            pool_index = torch.nonzero(~salient).reshape(-1)
+            pool = segment.index_select(0, pool_index)
+            unit = torch.nn.functional.normalize(pool, dim=-1, eps=NORM_EPS)
+            row_of = torch.cumsum(~salient, 0) - 1  # a non-salient token's row in the pool
         for frame, count in enumerate(context_counts):
             if count == 0:
                 continue
             frame_slice = slice(frame * tokens_per_frame, (frame + 1) * tokens_per_frame)
             candidates = torch.nonzero(~salient[frame_slice]).reshape(-1) + frame * tokens_per_frame
-            tokens = segment.index_select(0, candidates)
-            anchors = candidates.index_select(0, top_indices(density_peak_scores(tokens, dpc_k), count))
-            pool_mask = ~salient
-            pool_mask[anchors] = False
-            pool = segment.index_select(0, torch.nonzero(pool_mask).reshape(-1))
-            positions.append(anchors + offset)
-            outputs.append(merge_into_anchors(segment.index_select(0, anchors), pool, beta))
+            rows = row_of.index_select(0, candidates)
+            chosen = top_indices(density_peak_scores(pool.index_select(0, rows), dpc_k), count)
+            positions.append(candidates.index_select(0, chosen) + offset)
+            outputs.append(merge_from_pool(pool, unit, rows.index_select(0, chosen), beta))
         start += length
 
     keep = torch.cat(positions) if positions else torch.zeros(0, dtype=torch.long, device=device)

@@ -420,15 +420,14 @@ def loop_release(frames: torch.Tensor, ratio: float, scores: torch.Tensor, featu
                                  "raises")
         salient_index = torch.cat(salient_parts) if salient_parts else torch.zeros(0, dtype=torch.long, device=device)
         everything = torch.arange(length * per_frame, device=device)
-        unit_tokens = None if vidcom2 else flat / flat.norm(dim=-1, keepdim=True)
+        # The port normalises the upcast segment per anchor frame; the same values, computed once.
+        unit_tokens = F.normalize(flat.float(), dim=-1) if vidcom2 else flat / flat.norm(dim=-1, keepdim=True)
         merged: list[torch.Tensor] = []
         for anchors in context_parts:
             pool_index = everything[~torch.isin(everything, torch.cat([salient_index, anchors]))]
-            if vidcom2:
-                if pool_index.numel() == 0:
-                    merged.append(flat[anchors])
-                    continue
-                unit_tokens = F.normalize(flat.float(), dim=-1)
+            if vidcom2 and pool_index.numel() == 0:
+                merged.append(flat[anchors])
+                continue
             similarity = torch.mm(unit_tokens[pool_index], unit_tokens[anchors].T)
             assignment = one_hot_nearest(similarity, flat.dtype)
             merged.append(merge_weighted(flat[anchors], assignment, flat[pool_index], beta))

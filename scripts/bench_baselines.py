@@ -5,8 +5,19 @@ Each method runs on the same ``[T, P, D]`` tokens (and, where it declares them, 
 stand-in vision-encoder inputs); the table shows the median time, the ratio to V-CAST measured
 in this run, and how many tokens each kept.
 
+Several ``--frames`` give a sweep instead: every method's median time at each frame count side
+by side, then its time per frame, and how much the time per frame grew from the fewest frames
+to the most (1.00 = linear in the video length).
+
+``--clip noise`` (default) is i.i.d. Gaussian tokens: no two frames alike, so a temporal method
+sees only 1-frame segments. ``--clip scenes`` is a video-like clip
+(:func:`vcast.synthetic_features.synthetic_video_features`: four scenes cut at 30%, 55% and 80%
+of the frames, slow drift inside a scene, an event at 10%), so segments grow with the frame
+count as in a real video sampled more densely.
+
     python scripts/bench_baselines.py                          # T=32, P=196 (14x14), D=3584, bf16
     python scripts/bench_baselines.py --device cuda --frames 64
+    python scripts/bench_baselines.py --frames 32 64 128 256 --clip scenes --repeats 1 --warmup 0
 """
 
 from __future__ import annotations
@@ -19,11 +30,13 @@ import time
 import torch
 
 import vcast
-from vcast.registry import is_llm_method
 from vcast.models.vision_probe import stand_in_inputs
-from vcast.registry import method_inputs
+from vcast.registry import is_token_method, method_inputs
+from vcast.synthetic_features import synthetic_video_features
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+CLIPS = ("noise", "scenes")
+SCENE_CUTS = (0.30, 0.55, 0.80)  # --clip scenes: where the scenes change, as fractions of T
 
 
 def timed(call, device: str, repeats: int, warmup: int) -> tuple[float, object]:
@@ -41,36 +54,78 @@ def timed(call, device: str, repeats: int, warmup: int) -> tuple[float, object]:
     return statistics.median(seconds), result
 
 
+def make_clip(clip: str, frames: int, tokens: int, dim: int) -> torch.Tensor:
+    """``[T, P, D]`` float32 tokens of ``--clip`` (seed 0)."""
+    if clip == "noise":
+        return torch.randn(frames, tokens, dim, generator=torch.Generator().manual_seed(0))
+    cuts = tuple(sorted({max(1, round(frames * f)) for f in SCENE_CUTS} - {frames})) if frames > 1 else ()
+    return synthetic_video_features(frames, tokens, dim, scene_cuts=cuts, event_start=frames // 10,
+                                    event_length=max(1, frames // 32), seed=0).features
+
+
+def time_methods(methods: list[str], args: argparse.Namespace, num_frames: int) -> dict[str, tuple[float, int, bool]]:
+    """``{method: (median seconds, tokens kept, merges)}`` of each method on one ``num_frames`` clip."""
+    frames = make_clip(args.clip, num_frames, args.side * args.side, args.dim).to(args.device, DTYPES[args.dtype])
+    results = {}
+    for method in methods:
+        ratio = 0.25 if method.endswith("_2x2") else args.ratio  # these fix their own ratio
+        extra = {name: value.to(args.device) if isinstance(value, torch.Tensor) else value
+                 for name, value in stand_in_inputs(method_inputs(method), num_frames, (args.side, args.side), 72,
+                                                    torch.Generator().manual_seed(1)).items()}
+        seconds, selection = timed(lambda: vcast.select(frames, ratio, method=method, **extra), args.device,
+                                   args.repeats, args.warmup)
+        results[method] = (seconds, int(selection.keep.numel()), selection.merges)
+    return results
+
+
+def print_sweep(methods: list[str], frame_counts: list[int], runs: dict[int, dict[str, tuple[float, int, bool]]]) -> None:
+    """One row per method: ms at each frame count, ms per frame at each, and the per-frame growth."""
+    first, last = frame_counts[0], frame_counts[-1]
+    header = f"{'method':<20} {'kind':<6}" + "".join(f"{f'ms@{t}':>10}" for t in frame_counts)
+    header += "".join(f"{f'ms/f@{t}':>9}" for t in frame_counts) + f" {f'growth {last}/{first}':>14}"
+    print(header)
+    for method in methods:
+        per_frame = [runs[t][method][0] * 1e3 / t for t in frame_counts]
+        row = f"{method:<20} {'merge' if runs[first][method][2] else 'prune':<6}"
+        row += "".join(f"{runs[t][method][0] * 1e3:>10.1f}" for t in frame_counts)
+        row += "".join(f"{value:>9.2f}" for value in per_frame) + f" {per_frame[-1] / per_frame[0]:>14.2f}"
+        print(row)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--frames", type=int, nargs="+", default=[32],
+                        help="frame count T (default 32); several (e.g. 32 64 128 256) print a side-by-side sweep")
     parser.add_argument("--side", type=int, default=14, help="token grid side: P = side * side (default 14: 196)")
     parser.add_argument("--dim", type=int, default=3584)
     parser.add_argument("--ratio", type=float, default=0.25)
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--clip", choices=CLIPS, default="noise",
+                        help="noise: i.i.d. tokens (default); scenes: a video-like clip whose segments grow with T")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--methods", nargs="*", help="default: every registered method but vanilla")
     args = parser.parse_args()
+    frame_counts = sorted(set(args.frames))
+    if frame_counts[0] < 1 or args.repeats < 1 or args.warmup < 0:
+        parser.error(f"need --frames >= 1, --repeats >= 1, --warmup >= 0 (got {args.frames}, {args.repeats}, "
+                     f"{args.warmup})")
 
     # In-LLM methods need the model (scripts/bench_memory.py times them); only compressors here.
-    methods = args.methods or [m for m in vcast.available_methods() if m != "vanilla" and not is_llm_method(m)]
-    generator = torch.Generator().manual_seed(0)
+    methods = args.methods or [m for m in vcast.available_methods() if m != "vanilla" and is_token_method(m)]
+    methods = ["vcast", *[m for m in methods if m != "vcast"]]
     tokens = args.side * args.side
-    frames = torch.randn(args.frames, tokens, args.dim, generator=generator).to(args.device, DTYPES[args.dtype])
-    total = args.frames * tokens
-    print(f"T={args.frames} P={tokens} D={args.dim} {args.dtype} on {args.device}, r={args.ratio}: "
+    if len(frame_counts) > 1:
+        print(f"T={','.join(map(str, frame_counts))} P={tokens} D={args.dim} {args.dtype} on {args.device}, "
+              f"r={args.ratio}, clip {args.clip}: median selection time of {args.repeats} after {args.warmup} warm-up")
+        print_sweep(methods, frame_counts, {t: time_methods(methods, args, t) for t in frame_counts})
+        return
+    num_frames = frame_counts[0]
+    total = num_frames * tokens
+    print(f"T={num_frames} P={tokens} D={args.dim} {args.dtype} on {args.device}, r={args.ratio}, clip {args.clip}: "
           f"B = floor(r*T*P) = {math.floor(args.ratio * total)} of {total}")
-    results = {}
-    for method in ["vcast", *[m for m in methods if m != "vcast"]]:
-        ratio = 0.25 if method.endswith("_2x2") else args.ratio  # these fix their own ratio
-        extra = {name: value.to(args.device) if isinstance(value, torch.Tensor) else value
-                 for name, value in stand_in_inputs(method_inputs(method), args.frames, (args.side, args.side), 72,
-                                                    torch.Generator().manual_seed(1)).items()}
-        seconds, selection = timed(lambda: vcast.select(frames, ratio, method=method, **extra), args.device,
-                                   args.repeats, args.warmup)
-        results[method] = (seconds, int(selection.keep.numel()), selection.merges)
+    results = time_methods(methods, args, num_frames)
     base = results["vcast"][0]
     print(f"{'method':<20} {'kind':<6} {'kept':>7} {'ms':>10} {'x V-CAST':>9}")
     for method, (seconds, kept, merges) in results.items():

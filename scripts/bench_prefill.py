@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """LLM prefill cost of V-CAST through ``vcast.models.attach``, against no pruning and the ideal.
 
-On a ``bench`` tiny checkpoint (random weights, LLM big enough that prefill dominates) and a
-generated 64-frame clip, the video is encoded ONCE; then each variant runs one prefill forward
+On a ``bench`` tiny checkpoint (random weights, LLM big enough that prefill dominates; the
+released checkpoints' video processing, so a clip gives the real token count) and a generated
+64-frame clip of 448 x 448 (Qwen3-VL: 32 temporal patches x 196 tokens; LLaVA-OneVision: frames
+resized to 384, 64 x 196 tokens), the video is encoded ONCE; then each variant runs one prefill forward
 (``use_cache=True``, last-token logits, as ``generate`` does) on the same encoder outputs:
 
   (a) vanilla  the full prompt, no hooks
@@ -60,10 +62,10 @@ def processor_batch(arch: str, processor: Any, video: np.ndarray, fps: float) ->
     messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What happens in the video?"}]}]
     prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     kwargs: dict[str, Any] = {}
-    if arch != "llava_onevision":
-        frames, side = len(video), video.shape[1]
+    if arch != "llava_onevision":  # every frame, at the checkpoint's own pixel budget
+        frames = len(video)
         kwargs = dict(video_metadata=[VideoMetadata(total_num_frames=frames, fps=fps, frames_indices=list(range(frames)))],
-                      do_sample_frames=False, size={"shortest_edge": 4096, "longest_edge": frames * side * side})
+                      do_sample_frames=False)
     return processor(text=[prompt], videos=[video], return_tensors="pt", **kwargs)
 
 
@@ -113,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", choices=ARCHS, default="qwen3_vl")
     parser.add_argument("--checkpoint", type=Path, help="a bench checkpoint folder (default: build one in a temp folder)")
     parser.add_argument("--frames", type=int, default=64)
-    parser.add_argument("--side", type=int, default=256, help="frame side in pixels (Qwen3-VL: 256 -> 8x8 tokens)")
+    parser.add_argument("--side", type=int, default=448,
+                        help="frame side in pixels (Qwen3-VL: 448 -> 14x14 tokens per temporal patch)")
     parser.add_argument("--ratio", type=float, default=0.25)
     parser.add_argument("--method", default="vcast")
     parser.add_argument("--repeats", type=int, default=5)

@@ -14,7 +14,7 @@ from baselines.dyseg import (
     segment_lengths,
     transition_similarities,
 )
-from baselines.fastvid import merge_into_anchors, segment_plan
+from baselines.fastvid import NORM_EPS, merge_from_pool, merge_into_anchors, segment_plan
 from baselines.fastvid_official import (
     LoopOptions,
     llava_ov_context_counts,
@@ -277,6 +277,31 @@ def test_merge_into_anchors_weights():
     merged = merge_into_anchors(anchors, pool, 0.0)
     assert torch.allclose(merged[0], (anchors[0] + pool[0] + pool[1]) / 3)
     assert torch.equal(merge_into_anchors(anchors, pool[:0], 0.6), anchors)
+
+
+@pytest.mark.parametrize(("rows", "dim", "count", "jitter"), [
+    (1, 4, 1, None), (2, 3, 1, None), (300, 64, 12, None), (513, 32, 78, None),
+    (6, 64, 5, 0.0), (6, 16, 5, 3e-7), (4, 16, 3, 3e-7), (40, 16, 6, 1e-7), (301, 64, 12, 1e-7),
+])
+def test_merge_from_a_segment_pool_is_bit_equal_to_merging_a_rebuilt_pool(rows, dim, count, jitter):
+    """The segment's pool built and normalised once, merged per anchor frame, gives exactly the
+    merge of that frame's anchors with a pool rebuilt without them. ``jitter``: copies of two
+    tokens scaled by ``1 + jitter * noise``, so similarities tie or differ in their last bits and
+    the argmax depends on the exact rounding (a GEMM's rounding depends on its row count: with all
+    ``m`` rows multiplied instead of the ``m - n`` that join, these cases come out different)."""
+    generator = torch.Generator().manual_seed(rows * 1000 + dim * 10 + count)
+    if jitter is None:
+        pool = torch.randn(rows, dim, generator=generator)
+    else:
+        pool = torch.randn(4, dim, generator=generator)[torch.randint(0, 2, (rows,), generator=generator)]
+        pool = pool * (1 + jitter * torch.randn(rows, dim, generator=generator))
+    unit = torch.nn.functional.normalize(pool, dim=-1, eps=NORM_EPS)
+    for trial in range(5):
+        anchor_rows = torch.randperm(rows, generator=generator)[:count]
+        rest = torch.ones(rows, dtype=torch.bool)
+        rest[anchor_rows] = False
+        expected = merge_into_anchors(pool[anchor_rows], pool[rest], 0.6)
+        assert torch.equal(merge_from_pool(pool, unit, anchor_rows, 0.6), expected), trial
 
 
 def test_planted_duplicate_frame_is_merged():

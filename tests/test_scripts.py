@@ -72,6 +72,30 @@ def test_bench_baselines_times_every_method_next_to_vcast():
 
 
 @pytest.mark.slow
+def test_bench_baselines_sweeps_frame_counts_side_by_side():
+    """Several --frames: one row per method with ms at each T, ms per frame at each T, and the
+    per-frame growth from the fewest to the most frames (columns consistent with each other)."""
+    counts = (4, 8, 12)
+    out = run("scripts/bench_baselines.py", "--frames", *map(str, counts), "--side", "4", "--dim", "16",
+              "--repeats", "1", "--warmup", "0", "--dtype", "float32", "--clip", "scenes",
+              "--methods", "fastvid", "holitom", "uniform")
+    lines = out.splitlines()
+    assert lines[0].startswith("T=4,8,12 P=16 D=16 float32") and "clip scenes" in lines[0]
+    assert lines[1].split() == ["method", "kind", "ms@4", "ms@8", "ms@12", "ms/f@4", "ms/f@8", "ms/f@12",
+                                "growth", "12/4"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == ["vcast", "fastvid", "holitom", "uniform"]  # V-CAST first, then as asked
+    assert [rows[m][1] for m in rows] == ["prune", "merge", "merge", "prune"]
+    for method, row in rows.items():
+        ms, per_frame, growth = [float(v) for v in row[2:5]], [float(v) for v in row[5:8]], float(row[8])
+        for total, each, frames in zip(ms, per_frame, counts):
+            assert each == pytest.approx(total / frames, abs=0.01 + 0.06 / frames), (method, row)
+        low = (per_frame[-1] - 0.005) / (per_frame[0] + 0.005)  # the printed values are rounded to 0.01
+        high = (per_frame[-1] + 0.005) / max(per_frame[0] - 0.005, 1e-9)
+        assert low - 0.005 <= growth <= high + 0.005, (method, row)
+
+
+@pytest.mark.slow
 def test_bench_memory_prints_every_method_both_ways():
     out = run("scripts/bench_memory.py", "--frames", "8", "--side", "128", "--repeats", "1", "--warmup", "0")
     rows = {(line.split()[0], line.split()[1]): line.split() for line in out.splitlines()

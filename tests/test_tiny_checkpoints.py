@@ -251,3 +251,41 @@ def test_cli_smoke(tmp_path: Path) -> None:
     bad = subprocess.run(cmd[:3] + ["nope", "--size", "tiny", "--out", str(tmp_path / "bad")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def bench_processors(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("bench")
+    return {arch: AutoProcessor.from_pretrained(build_tiny_checkpoint(arch, "bench", root / arch))
+            for arch in ("qwen3_vl", "llava_onevision")}
+
+
+@pytest.mark.slow
+def test_bench_qwen3_vl_processor_has_the_published_video_budget(bench_processors: dict) -> None:
+    """64 frames of 448 x 448 -> 32 temporal patches x 14 x 14 = 196 tokens each, as with the real
+    checkpoints (min 4096 / max 25,165,824 pixels); the class defaults would give 3 x 3 = 9."""
+    from transformers import Qwen3VLVideoProcessor
+
+    processor = bench_processors["qwen3_vl"]
+    video = processor.video_processor
+    assert dict(video.size) == {"shortest_edge": 4096, "longest_edge": 25_165_824}
+    assert (video.fps, video.min_frames, video.max_frames) == (2, 4, 768)
+    clip = moving_square_video(num_frames=64, side=448)
+    _, inputs = prepare("qwen3_vl", processor, clip, fps=2.0)
+    t, h, w = inputs["video_grid_thw"][0].tolist()
+    assert (t, h * w // 4) == (32, 196)
+    assert int((inputs["input_ids"] == processor.video_token_id).sum()) == 32 * 196
+    defaults = Qwen3VLVideoProcessor()(videos=[clip], video_metadata=[VideoMetadata(
+        total_num_frames=64, fps=2.0, frames_indices=list(range(64)))], do_sample_frames=False, return_tensors="pt")
+    t, h, w = defaults["video_grid_thw"][0].tolist()
+    assert h * w // 4 == 9  # why the bench checkpoint sets the budget itself
+
+
+@pytest.mark.slow
+def test_bench_llava_onevision_has_the_real_siglip_grid(bench_processors: dict) -> None:
+    """384 px frames, 27 x 27 SigLIP patches, pooled to 14 x 14 = 196 tokens a frame."""
+    assert checkpoint_spec("llava_onevision", "bench")["vision"]["image_size"] == 384
+    processor = bench_processors["llava_onevision"]
+    _, inputs = prepare("llava_onevision", processor, moving_square_video(num_frames=4, side=448))
+    assert tuple(inputs["pixel_values_videos"].shape[-2:]) == (384, 384)
+    assert int((inputs["input_ids"] == processor.video_token_id).sum()) == 4 * 14 * 14 + 1  # + image_newline

@@ -19,6 +19,10 @@ with PyTorch hooks on its decoder layers (no transformers class is touched):
   operation, same rows, so with nothing dropped the result is bit-identical). A plan with
   ``deepstack="before"`` adds feature ``i`` before layer ``i`` instead (feature 0 to the input
   embeddings, feature ``i`` after layer ``i - 1``), as the VidCom2 ``qwen`` FastV port does.
+- **Eager scores' memory** (``LLMPlan.scores="eager"``): when a prefill starts, the eager
+  attention's per-layer peak is estimated from ``[B, S]`` and the heads
+  (:mod:`vcast.models.eager_memory`) and the call refused with a ValueError naming the estimate
+  and the device's free memory when it does not fit, before any layer runs.
 - **Scores in the model's dtype** (``LLMPlan.score_dtype="model"``): the stage gets the attention
   rows as the eager kernel yields them (bf16 for a bf16 model) instead of float32.
 - **The official leak** (``LLMPlan.post_drop_causal="original_positions"``): the layers after a
@@ -34,12 +38,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
 from vcast.models.attention_rows import attention_rows
+from vcast.models.eager_memory import check_eager_memory, free_memory_bytes
 from vcast.models.layout import SequenceLayout, compact_positions, plan_layout
 from vcast.models.llm_masks import (  # the kernel-format helpers, for the official leak mask
     _from_bool,
@@ -111,8 +116,12 @@ class _Prefill:
 class LayerDrops:
     """The hooks of one in-LLM plan on one model; owned by a :class:`~vcast.models.handle.PruningHandle`."""
 
-    def __init__(self, language_model: nn.Module, plan: LLMPlan, llm: LLMInfo, family: str) -> None:
+    def __init__(self, language_model: nn.Module, plan: LLMPlan, llm: LLMInfo, family: str,
+                 free_memory: Callable[[torch.device], Optional[int]] = free_memory_bytes) -> None:
+        """``free_memory``: ``device -> free bytes`` for the eager-score memory check
+        (:func:`vcast.models.eager_memory.check_eager_memory`)."""
         self.language_model = language_model
+        self.free_memory = free_memory
         self.plan = plan
         self.llm = llm
         self.layers = list(language_model.layers)
@@ -154,6 +163,9 @@ class LayerDrops:
         embeds = kwargs["inputs_embeds"]
         mask = kwargs.get("attention_mask")
         batch, width = embeds.shape[:2]
+        if self.plan.scores == "eager":  # refuse before the first layer materialises its weights
+            check_eager_memory(batch, self.language_model.config.num_attention_heads, width, embeds.dtype,
+                               embeds.device, self.free_memory)
         valid = (torch.ones(batch, width, dtype=torch.bool, device=embeds.device) if mask is None
                  else mask.to(embeds.device).bool())
         columns = torch.arange(width, device=embeds.device).expand(batch, width)

@@ -12,7 +12,10 @@ Sizes:
 
 * ``tiny``: a forward in well under a second on CPU; for unit tests.
 * ``bench``: the LLM (hidden 512 x 4 layers) dominates prefill while the vision tower stays small;
-  for CPU timing of token pruning.
+  for CPU timing of token pruning. Its processors take videos the way the released checkpoints
+  do, so a clip becomes as many tokens as with the real models: Qwen3-VL with the published
+  video pixel budget (64 frames of 448 x 448 -> 32 temporal patches x 14 x 14 = 196 tokens each),
+  LLaVA-OneVision with the real 384 px SigLIP input (27 x 27 patches, pooled to 14 x 14 = 196).
 
 Architecture features that are kept: Qwen3-VL patch 16, temporal patch 2, 2x2 spatial merge,
 interleaved MRoPE (``mrope_section`` sized to the head dim), DeepStack (3 injection layers, all
@@ -198,13 +201,19 @@ _QWEN_MOE: dict[str, dict[str, Any]] = {
     "tiny": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1),
     "bench": dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=384, decoder_sparse_step=1),
 }
-# Qwen3-VL video processor pixel budgets (over all frames: t * h * w). bench keeps the real
-# ones (the 8B's preprocessor: 128..768 merged 32x32 cells); tiny caps them so a small clip stays
-# small (64x64 frames map to 2x2 tokens per temporal patch).
+# Qwen3-VL video processor pixel budgets, over all frames (t * h * w), in transformers'
+# Qwen3VLVideoProcessor keys (``size`` = {shortest_edge: min_pixels, longest_edge: max_pixels}).
+# bench: the published ones, ``video_preprocessor_config.json`` of the Qwen/Qwen3-VL-*-Instruct
+# checkpoints: min 4096 = 4 * 32 * 32, max 25,165,824 = 24576 * 32 * 32 pixels. (The class defaults,
+# 128 * 32 * 32 .. 768 * 32 * 32, would shrink 64 frames of 448 px to P = 9 instead of 196.)
+# fps 2 and 4..768 frames are the class defaults, which those configs leave as they are (the
+# values of qwen-vl-utils' FPS, FPS_MIN_FRAMES, FPS_MAX_FRAMES). tiny caps the budget so a small
+# clip stays small (64x64 frames map to 2x2 tokens per temporal patch).
 _QWEN_VIDEO_SIZE: dict[str, dict[str, int]] = {
     "tiny": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
-    "bench": {"shortest_edge": 128 * 32 * 32, "longest_edge": 768 * 32 * 32},
+    "bench": {"shortest_edge": 4096, "longest_edge": 25_165_824},
 }
+# bench: ``preprocessor_config.json`` of the same checkpoints (65,536 .. 16,777,216 pixels).
 _QWEN_IMAGE_SIZE: dict[str, dict[str, int]] = {
     "tiny": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
     "bench": {"shortest_edge": 64 * 32 * 32, "longest_edge": 16384 * 32 * 32},
@@ -217,12 +226,14 @@ _LLAVA_TEXT: dict[str, dict[str, Any]] = {
                   num_key_value_heads=4),
 }
 # SigLIP towers, patch 14; image_size / 14 is odd like the real 384 / 14 -> 27, so the video
-# pooling to ceil(n / 2) is exercised the same way (27 -> 14 real, 5 -> 3 tiny, 13 -> 7 bench).
+# pooling to ceil(n / 2) is exercised the same way (27 -> 14 real and bench, 5 -> 3 tiny). bench has
+# the real input size (llava-onevision-qwen2-*-ov-hf: SigLIP so400m-patch14-384, frames resized to
+# 384 x 384), so a frame is 196 video tokens as with the real model; only the tower is narrow.
 _LLAVA_VISION: dict[str, dict[str, Any]] = {
     "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  image_size=70, patch_size=14),
     "bench": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  image_size=182, patch_size=14),
+                  image_size=384, patch_size=14),
 }
 
 
@@ -308,7 +319,7 @@ def _build_qwen3_vl(arch: str, size: str) -> tuple[Any, Any]:
         do_sample=False,
     )
 
-    # Real Qwen3-VL preprocessor values; only the pixel budgets shrink for `tiny`.
+    # Real Qwen3-VL preprocessor values (see _QWEN_VIDEO_SIZE); only the pixel budgets shrink for `tiny`.
     proc_common = dict(patch_size=16, temporal_patch_size=2, merge_size=2,
                        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
     image_processor = Qwen2VLImageProcessor(size=spec["image_size"], **proc_common)
