@@ -31,7 +31,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings
+from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings, read_samples
 from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
 from vcast.variants import PAPER
 
@@ -181,30 +181,23 @@ def read_items(paths: Sequence[Path], scoring: TaskScoring) -> pd.DataFrame:
         if fields is None:
             logger.warning("%s: no answer fields known for metric %r; comparing filtered replies with targets",
                            path.name, metric)
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as error:
-                    raise MalformedCell(f"{path.name}:{number}: not JSON ({error})") from error
-                key = (lmms_task, record.get("doc_id", number))
-                if key in rows:
-                    continue
-                item = _sample_item(record, metric, fields)
-                if item is None:
-                    skipped += 1
-                    continue
-                answer, correct, stratum = item
-                group = ""
-                if breakdown is not None:
-                    entry = record.get(breakdown.field)
-                    if not isinstance(entry, Mapping) or breakdown.by not in entry:
-                        raise MalformedCell(f"{path.name}:{number}: no {breakdown.field}.{breakdown.by}")
-                    group = _as_str(entry[breakdown.by])
-                rows[key] = {"lmms_task": lmms_task, "doc_id": key[1], "answer": answer, "correct": correct,
-                             "stratum": lmms_task if by_task else stratum, "group": group}
+        for number, record in enumerate(read_samples([path]), 1):  # first record of each doc_id
+            key = (lmms_task, record.get("doc_id", number))
+            if key in rows:
+                continue
+            item = _sample_item(record, metric, fields)
+            if item is None:
+                skipped += 1
+                continue
+            answer, correct, stratum = item
+            group = ""
+            if breakdown is not None:
+                entry = record.get(breakdown.field)
+                if not isinstance(entry, Mapping) or breakdown.by not in entry:
+                    raise MalformedCell(f"{path.name}: doc {key[1]}: no {breakdown.field}.{breakdown.by}")
+                group = _as_str(entry[breakdown.by])
+            rows[key] = {"lmms_task": lmms_task, "doc_id": key[1], "answer": answer, "correct": correct,
+                         "stratum": lmms_task if by_task else stratum, "group": group}
     if skipped:
         logger.info("%s: %d empty repl(ies) left out, as the benchmark's score leaves them out", scoring.name, skipped)
     frame = pd.DataFrame(list(rows.values()), columns=ITEM_COLUMNS)
