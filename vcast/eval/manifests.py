@@ -8,6 +8,7 @@ from typing import Any
 MODELS = {
     "vcast_qwen3_vl": "vcast.eval.qwen3_vl.VCastQwen3VL",
     "vcast_llava_ov": "vcast.eval.llava_ov.VCastLlavaOV",
+    "vcast_vllm": "vcast.vllm.lmms_plugin.VCastVLLM",  # needs the vLLM environment (docs/vllm.md)
 }
 
 
