@@ -247,3 +247,15 @@ def test_unreadable_videos_are_answered_empty_and_recorded(tiny_dirs: dict, clip
         strict.generate_until(requests[1:2])
     with pytest.raises(ValueError, match="missing_visuals"):
         _plugin("qwen3_vl", tiny_dirs, missing_visuals="maybe")
+
+
+def test_stop_strings_follow_the_qwen_wrapper() -> None:
+    """The task's ``until`` (popped), the end-of-text default, "\\n\\n" dropped; answers cut at each stop."""
+    from vcast.eval.plugin import cut_at_stops, stop_strings
+
+    kwargs = {"until": ["\n\n", "Q:"], "max_new_tokens": 4}
+    assert stop_strings(kwargs, "<eos>") == ["Q:"] and kwargs == {"max_new_tokens": 4}
+    assert stop_strings({}, "<eos>") == ["<eos>"] and stop_strings({"until": "X"}, "<eos>") == ["X"]
+    with pytest.raises(ValueError, match="must be a string or a list, got dict"):
+        stop_strings({"until": {"a": 1}}, "<eos>")
+    assert cut_at_stops("A. yes Q: next<eos>", ["Q:", "<eos>"]) == "A. yes " and cut_at_stops("B", ["", "C"]) == "B"

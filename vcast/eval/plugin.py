@@ -46,6 +46,25 @@ def _device_and_map(device: Optional[str], device_map: Optional[str], local_rank
     return torch.device(chosen), None
 
 
+def stop_strings(gen_kwargs: dict[str, Any], end_of_text: str) -> list[str]:
+    """The task's ``until`` strings, popped from ``gen_kwargs`` (default: ``end_of_text``), without
+    ``"\n\n"`` as lmms-eval's Qwen3-VL wrapper drops it; ValueError naming a malformed value."""
+    until = gen_kwargs.pop("until", None) or [end_of_text]
+    if isinstance(until, str):
+        until = [until]
+    if not isinstance(until, list):
+        raise ValueError(f"gen_kwargs['until'] must be a string or a list, got {type(until).__name__}")
+    return [stop for stop in until if stop != "\n\n"]
+
+
+def cut_at_stops(text: str, stops: list[str]) -> str:
+    """``text`` up to the first occurrence of each non-empty stop string, applied in order."""
+    for stop in stops:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
 class VCastLMM(lmms):
     """Base of ``vcast_qwen3_vl`` and ``vcast_llava_ov`` (simple, ``generate_until`` only).
 
@@ -229,9 +248,7 @@ class VCastLMM(lmms):
                 for index, text in zip(readable, generated):
                     texts[index] = text
             for text, context in zip(texts, contexts):
-                for stop in until:
-                    if stop:
-                        text = text.split(stop)[0]
+                text = cut_at_stops(text, until)
                 answers.append(text)
                 self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
             progress.update(len(chunk))
@@ -280,12 +297,7 @@ class VCastLMM(lmms):
         return readable, self._prepare([contexts[i] for i in readable], [visuals[i] for i in readable])
 
     def _until(self, gen_kwargs: dict[str, Any]) -> list[str]:
-        until = gen_kwargs.pop("until", None) or [self.tokenizer.decode(self.eot_token_id)]
-        if isinstance(until, str):
-            until = [until]
-        if not isinstance(until, list):
-            raise ValueError(f"gen_kwargs['until'] must be a string or a list, got {type(until).__name__}")
-        return [stop for stop in until if stop != "\n\n"]  # as lmms-eval's Qwen3-VL wrapper
+        return stop_strings(gen_kwargs, self.tokenizer.decode(self.eot_token_id))
 
     def _generate_kwargs(self, gen_kwargs: dict[str, Any]) -> dict[str, Any]:
         temperature = gen_kwargs.get("temperature") or 0

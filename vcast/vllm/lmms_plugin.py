@@ -39,6 +39,7 @@ from tqdm import tqdm
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
+from vcast.eval.plugin import cut_at_stops, stop_strings
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
 from vcast.validation import check_choice, check_int
 
@@ -227,9 +228,7 @@ class VCastVLLM(lmms):
                 for index, text in zip(readable, generated):
                     texts[index] = text
             for text, context in zip(texts, contexts):
-                for stop in until:
-                    if stop:
-                        text = text.split(stop)[0]
+                text = cut_at_stops(text, until)
                 answers.append(text)
                 self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
             progress.update(len(chunk))
@@ -237,12 +236,7 @@ class VCastVLLM(lmms):
         return ordered.get_original(answers)
 
     def _until(self, gen_kwargs: dict[str, Any]) -> list[str]:
-        until = gen_kwargs.pop("until", None) or [self.tokenizer.eos_token]
-        if isinstance(until, str):
-            until = [until]
-        if not isinstance(until, list):
-            raise ValueError(f"gen_kwargs['until'] must be a string or a list, got {type(until).__name__}")
-        return [stop for stop in until if stop != "\n\n"]  # as lmms-eval's Qwen3-VL wrapper
+        return stop_strings(gen_kwargs, self.tokenizer.eos_token)
 
     def _sampling(self, gen_kwargs: dict[str, Any]) -> Any:
         from vllm import SamplingParams
