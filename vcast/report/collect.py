@@ -20,7 +20,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -130,6 +130,16 @@ def one_row_per_cell(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return ordered.drop_duplicates(list(keys), keep="first").drop(columns="_rank")
 
 
+def cell_dirs(root: Path) -> Iterator[tuple[Path, str]]:
+    """``(cell folder, its path relative to root)`` of every ``cell.json`` under ``root``, sorted;
+    folders under a dot-name (a staging folder of a running or killed attempt, Hydra's own logs)
+    are left out."""
+    for cell_file in sorted(root.rglob(CELL_FILE)):
+        cell_dir = cell_file.parent
+        if not any(part.startswith(".") for part in cell_dir.relative_to(root).parts):
+            yield cell_dir, str(cell_dir.relative_to(root))
+
+
 def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
             scorings: Optional[dict[str, TaskScoring]] = None) -> Collection:
     """Every cell under ``root`` (a results root or one experiment's folder) as a tidy frame."""
@@ -139,14 +149,10 @@ def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
     scorings = scorings if scorings is not None else load_task_scorings(config_dir)
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for cell_file in sorted(root.rglob(CELL_FILE)):
-        cell_dir = cell_file.parent
-        if any(part.startswith(".") for part in cell_dir.relative_to(root).parts):
-            continue  # a staging folder of a running or killed attempt, or Hydra's own logs
-        where = str(cell_dir.relative_to(root))
+    for cell_dir, where in cell_dirs(root):
         try:
             try:
-                record = json.loads(cell_file.read_text(encoding="utf-8"))
+                record = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
                 spec = record["spec"]
                 task = spec["task"]
             except (ValueError, KeyError, TypeError) as error:

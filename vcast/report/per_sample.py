@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from vcast.report.collect import cell_dirs
 from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings, read_samples
 from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
 from vcast.variants import PAPER
@@ -233,13 +234,9 @@ def collect_items(root: Path, *, experiments: Optional[Sequence[str]] = None, co
         raise FileNotFoundError(f"no results folder {root}")
     scorings = scorings if scorings is not None else load_task_scorings(config_dir)
     out = CellItemsCollection()
-    for cell_file in sorted(root.rglob(CELL_FILE)):
-        cell_dir = cell_file.parent
-        where = str(cell_dir.relative_to(root))
-        if any(part.startswith(".") for part in cell_dir.relative_to(root).parts):
-            continue
+    for cell_dir, where in cell_dirs(root):
         try:
-            record = json.loads(cell_file.read_text(encoding="utf-8"))
+            record = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
             spec = record["spec"]
             if experiments is not None and spec["experiment"] not in experiments:
                 continue
