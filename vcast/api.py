@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from vcast.input_plan import InputPlan
-from vcast.registry import call_params, check_params, get_method, is_input_method, is_llm_method
+from vcast.registry import available_methods, call_params, check_params, get_method, is_input_method, is_llm_method
 from vcast.selection import Selection
 from vcast.validation import check_frames, check_ratio
 
@@ -61,13 +61,11 @@ def input_plan(method: str, ratio: float, **params: Any) -> InputPlan:
     plan_fn = get_method(method)
     if not is_input_method(method):
         raise ValueError(f"method {method!r} is not an input method; input methods: "
-                         f"{', '.join(name for name in available_input_methods())}")
+                         f"{', '.join(available_input_methods())}")
     check_params(method, params)
     return plan_fn(check_ratio(ratio), **call_params(method, params))
 
 
 def available_input_methods() -> list[str]:
     """Sorted names of the input methods (:func:`vcast.registry.register_input_method`)."""
-    from vcast.registry import available_methods
-
     return [name for name in available_methods() if is_input_method(name)]
