@@ -3,7 +3,7 @@
 Paper: "Video Compression Commander: Plug-and-Play Inference Acceleration for Video Large
 Language Models" (VidCom², EMNLP 2025). Official code: xuyang-liu16/VidCom2 @944a17d (``main``;
 the ``qwen`` branch @a85d485 has the same core), ``token_compressor/vidcom2/vidcom2.py``;
-see ``shared/design/reference_methods.md`` sections 4.1 (algorithm), 4.2-4.3 (integrations).
+the algorithm is below; which model code runs it for each paper row: ``docs/fidelity.md``.
 
 Variants (``variant=``):
 

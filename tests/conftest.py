@@ -81,3 +81,12 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem) -> None:
+    """Name each ``slow`` test as it starts (without ``-v``): pytest's dots alone stand still for
+    minutes during a subprocess run, which looks like a hang."""
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and item.config.option.verbose <= 0 and item.get_closest_marker("slow"):
+        reporter.write_line(f"  running slow test {item.nodeid}")

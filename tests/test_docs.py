@@ -125,6 +125,11 @@ def _check_sweep_overrides(words: list[str], where: str) -> None:
                 assert (CONFIGS / key / f"{choice}.yaml").is_file(), f"{where}: no configs/{key}/{choice}.yaml"
         else:
             assert key in keys, f"{where}: {key} is neither a config group nor a key of configs/sweep.yaml"
+    # dotted and + overrides too: what the sweep itself refuses before any job
+    from vcast.sweep.overrides import unread_overrides
+
+    unread = unread_overrides([word for word in words if "<" not in word])
+    assert not unread, f"{where}: the sweep refuses {unread}"
 
 
 def _check_lmms_eval(words: list[str], where: str) -> None:

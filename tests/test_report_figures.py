@@ -218,6 +218,25 @@ def test_budget_profile_curves_and_colours() -> None:
         figures.build_budget_profiles([], ratio=0.25)
 
 
+def test_budget_profile_title_axes_and_panels_name_the_same_unit() -> None:
+    """Issue 24, finding 5: the title said "per-frame" over an axis of temporal patches, and the
+    panels' "(8×16)" was not explained."""
+    from vcast.report.budget_profile import panel_title
+
+    fig = figures.build_budget_profiles([(panel_title("a.mp4", 4, 16, 2), PROFILES)], ratio=0.25, frames_per_step=2)
+    ax = fig.axes[0]
+    texts = {"title": fig.get_suptitle(), "x": ax.get_xlabel(), "y": ax.get_ylabel()}
+    assert texts == {"title": "Token budget per temporal patch (2 frames), R = 25%",
+                     "x": "Temporal patch index (2 frames each)", "y": "Tokens kept per temporal patch"}
+    assert ax.get_title() == "a.mp4: 4 temporal patches \u00d7 16 tokens"
+    fig = figures.build_budget_profiles([(panel_title("b.mp4", 4, 196, 1), PROFILES)], ratio=0.25)
+    ax = fig.axes[0]
+    assert (fig.get_suptitle(), ax.get_xlabel(), ax.get_ylabel()) == (
+        "Token budget per frame, R = 25%", "Frame index", "Tokens kept per frame")
+    assert ax.get_title() == "b.mp4: 4 frames \u00d7 196 tokens"
+    assert panel_title("c.mp4", 1, 16, 2) == "c.mp4: 1 temporal patch \u00d7 16 tokens"
+
+
 def test_files_are_png_and_pdf_written_atomically_and_reproducibly(tmp_path: Path, scaling: pd.DataFrame) -> None:
     stem = tmp_path / "out" / "fig.frame_scaling"  # a dot in the stem must not be taken for a suffix
     paths = figures.plot_frame_scaling(scaling, stem, benchmarks=("MLVU",))
@@ -327,9 +346,11 @@ def test_budget_profile_figure_end_to_end(tiny_dirs: dict, synth_data: Path, tmp
     assert paths[0].read_bytes().startswith(PNG_MAGIC) and paths[1].read_bytes().startswith(b"%PDF")
 
     (fig,) = drawn
-    assert [ax.get_title() for ax in fig.axes] == ["cut_000.mp4 (8\u00d716)", "cut_001.mp4 (8\u00d716)"]
-    # 16 frames make 8 points: Qwen3-VL's temporal patches of 2 frames, and the axis says so.
+    assert [ax.get_title() for ax in fig.axes] == ["cut_000.mp4: 8 temporal patches \u00d7 16 tokens",
+                                                   "cut_001.mp4: 8 temporal patches \u00d7 16 tokens"]
+    # 16 frames make 8 points: Qwen3-VL's temporal patches of 2 frames, and the title and axes say so.
     assert fig.axes[0].get_xlabel() == "Temporal patch index (2 frames each)"
+    assert fig.get_suptitle() == "Token budget per temporal patch (2 frames), R = 25%"
     tokens = video_tokens(tiny_dirs["qwen3_vl"], clips[1], 16, **QWEN_PIXELS)
     expected = budget_profiles(tokens, 0.25)
     for name, budgets in expected.items():

@@ -271,3 +271,23 @@ def test_a_broken_samples_file_is_named_and_skipped(tmp_path: Path) -> None:
     items = collect_items(tmp_path)
     assert len(items.problems) == 1 and "random/r0.25/videomme" in items.problems[0] and "not JSON" in items.problems[0]
     assert len(items.cells) == 4
+
+
+def test_random_weight_replies_as_in_the_demo(tmp_path: Path) -> None:
+    """What docs/report.md says of `make demo`: replies that name no option score 0 with a [0, 0]
+    interval; loyalty is 100% where both runs parse to nothing and drops where a stray letter
+    parses in one run only, even when that letter is wrong."""
+    scorings = load_task_scorings()
+    synth = scorings["vcast_synth"]
+    truth = "BADCABCDABCD"
+    stray = ["D" if i == 0 else "" for i in range(12)]  # VisionZip's one parsed reply, wrong (B is right)
+    for method, ratio, preds in (("vanilla", 1.0, [""] * 12), ("vcast", 0.25, [""] * 12), ("visionzip", 0.25, stray)):
+        write_answers_cell(tmp_path, answers_spec("demo", "tiny", 16, ratio, method, synth), synth,
+                           {"vcast_synth": [Answer(p, t) for p, t in zip(preds, truth)]})
+    rows = compare_all(collect_items(tmp_path).cells, scorings, resamples=500)
+    vcast = _row(rows, "vcast", "vanilla", "VCastSynth")
+    visionzip = _row(rows, "visionzip", "vanilla", "VCastSynth")
+    assert vcast["loyalty"] == 100.0 and visionzip["loyalty"] == pytest.approx(100 * 11 / 12)
+    for row in (vcast, visionzip):
+        assert (row["score"], row["reference_score"], row["ci_low"], row["ci_high"]) == (0.0, 0.0, 0.0, 0.0)
+        assert (row["right_to_wrong"], row["wrong_to_right"], row["p_mcnemar"]) == (0, 0, 1.0)

@@ -1,22 +1,31 @@
 """Trade-off figures (accuracy vs kept tokens / layer-averaged retention / prefill / memory) and the
-efficiency table's selection-time columns, from generated run logs read through the real collect path."""
+efficiency table's selection-time columns, from generated run logs read through the real collect path.
+
+The figure must read right (issue 24, finding 5): a y range that follows the data (never below 0
+when everything scored 0), methods at one spot told apart, no memory panel from CPU cells."""
 
 from __future__ import annotations
 
 import csv
 import io
 from pathlib import Path
+from typing import Optional
 
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, markdown_text
 from vcast.report.layouts import LAYOUTS
 from vcast.report.scoring import load_task_scorings
+from vcast.report.names import method_name
 from vcast.report.tables import build_table
-from vcast.report.tradeoff import LAYER_PERCENT, METRICS, build_tradeoff, drawn_metrics, plot_tradeoff, tradeoff_points
+from vcast.report.tradeoff import (LAYER_PERCENT, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics, plot_tradeoff,
+                                   tradeoff_points)
 from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
 
 SCORINGS = load_task_scorings()
@@ -41,7 +50,7 @@ FRONTS = {
 }
 
 
-def write_grid(root: Path, grid: dict = GRID, experiment: str = "trade") -> None:
+def write_grid(root: Path, grid: dict = GRID, experiment: str = "trade", memory_source: Optional[str] = None) -> None:
     scoring = SCORINGS["vcast_synth"]
     for (method, ratio), (accuracy, kept, layer, prefill, memory) in grid.items():
         right = accuracy * ITEMS // 100
@@ -49,6 +58,8 @@ def write_grid(root: Path, grid: dict = GRID, experiment: str = "trade") -> None
         efficiency = {"mean_video_tokens_total": 400.0, "mean_video_tokens_kept": 4.0 * kept,
                       "layer_retention": layer / 100, "prefill_latency_s": prefill, "peak_memory_mb": memory,
                       "selection_latency_s": 0.0 if method == "vanilla" else prefill / 10}
+        if memory_source:
+            efficiency["memory_source"] = memory_source
         write_answers_cell(root, answers_spec(experiment, "tiny", 16, ratio, method, scoring), scoring,
                            {"vcast_synth": answers}, efficiency)
 
@@ -123,3 +134,104 @@ def test_efficiency_table_has_the_selection_time_and_its_share_of_prefill(tmp_pa
     assert "SelectionLatency_s" not in vcast.notes and vcast.notes["PrefillLatency_s"] == "↓55.0%"
     assert "| Selection Latency (s) | Selection / Prefill (%) |" in markdown_text(table)
     assert "| 1.80 | 20.0 |" in markdown_text(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading right (issue 24, finding 5): random weights tie every accuracy at 0
+# ---------------------------------------------------------------------------------------------
+
+AT_A_QUARTER = ("vcast", "random", "visionzip", "vidcom2", "fastvid", "holitom", "dycoke", "prunevid", "framefusion")
+# Every accuracy 0; nine methods at 25 % kept; FastV and SparseVLM keep every token, as vanilla does.
+TIED = {("vanilla", 1.0): (0, 100, 100, 10.0, 1150), ("fastv", 0.25): (0, 100, 30, 8.0, 1160),
+        ("sparsevlm", 0.25): (0, 100, 35, 8.5, 1140),
+        **{(method, 0.25): (0, 25, 25, 4.0 + 0.5 * i, 1138 + 3 * i) for i, method in enumerate(AT_A_QUARTER)}}
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory: pytest.TempPathFactory) -> Figure:
+    root = tmp_path_factory.mktemp("tied")
+    write_grid(root, TIED)
+    figure = build_tradeoff(tradeoff_points(collect(root).frame, model="tiny"), model="tiny")
+    figure.draw_without_rendering()  # the layout, so display positions are the page's
+    return figure
+
+
+def panel(figure: Figure, metric: str) -> Axes:
+    (ax,) = [ax for ax in figure.axes if ax.get_xlabel() == METRIC_LABELS[metric]]
+    return ax
+
+
+def markers(ax: Axes) -> dict[str, list[tuple[float, float]]]:
+    """Method -> where its markers are drawn in ``ax`` (points on the page): curves' own markers,
+    markers moved off their spot, vanilla's star."""
+    scale = 72 / ax.figure.dpi
+    found: dict[str, list[tuple[float, float]]] = {}
+    for line in ax.get_lines():
+        kind, *rest = (line.get_gid() or "").split(":")
+        if kind not in ("curve", "spread", "vanilla") or line.get_marker() in (None, "None", "none", ""):
+            continue
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+        if line.get_markevery() is not None:
+            xy = xy[list(line.get_markevery())]
+        method = "vanilla" if kind == "vanilla" else rest[0]
+        found.setdefault(method, []).extend(tuple(p * scale) for p in line.get_transform().transform(xy))
+    return found
+
+
+def test_tied_accuracies_get_an_axis_inside_0_to_100_with_a_minimum_span(tied: Figure, frame: pd.DataFrame) -> None:
+    for ax in tied.axes:
+        low, high = ax.get_ylim()
+        assert low == 0.0 and 4.0 <= high <= 10.0, ax.get_xlabel()  # not -2..2 around the tie
+    varied = build_tradeoff(tradeoff_points(frame, model="tiny"), model="tiny")
+    for ax in varied.axes:
+        low, high = ax.get_ylim()
+        assert 40 < low < 45 and 80 < high < 85  # the data (45..80) padded, not the 0..100 range
+
+
+def test_axis_range_pads_keeps_a_minimum_span_and_stays_in_bounds() -> None:
+    from vcast.report.tradeoff import MIN_ACCURACY_SPAN, axis_range
+
+    assert MIN_ACCURACY_SPAN == 4.0
+    # A tie at the top: 4 points plus 8 % on each side, moved inside 0..100.
+    assert axis_range([100, 100], min_span=4, bounds=(0, 100)) == pytest.approx((95.36, 100.0))
+    assert axis_range([50, 50], min_span=4, bounds=(0, 100)) == pytest.approx((47.68, 52.32))
+    assert axis_range([0, 100], min_span=4, bounds=(0, 100)) == (0.0, 100.0)
+
+
+def test_methods_at_one_spot_are_told_apart_and_named(tied: Figure) -> None:
+    kept = panel(tied, "KeptPct")
+    drawn = markers(kept)
+    # FastV and SparseVLM keep every token at vanilla's accuracy: spread around vanilla's star.
+    at_full = [p for method in ("vanilla", "fastv", "sparsevlm") for p in drawn[method]]
+    assert len(at_full) == 3
+    assert min(np.hypot(a[0] - b[0], a[1] - b[1]) for i, a in enumerate(at_full) for b in at_full[i + 1:]) >= 6.0
+    # Nine methods at 25 % kept: too many to spread; one numbered badge, none of their markers stacked under it.
+    assert not any(drawn.get(method) for method in AT_A_QUARTER)
+    assert [line.get_gid() for line in kept.get_lines()].count("badge:KeptPct") == 1
+    (listing,) = [legend for legend in tied.legends if legend.get_gid() == "spots"]  # the list beside the plot
+    entries = [text.get_text() for text in listing.get_texts()]
+    quarter = next(entry for entry in entries if "25% kept" in entry)
+    assert all(method_name(method) in quarter for method in AT_A_QUARTER)
+    full = next(entry for entry in entries if "100% kept" in entry)
+    assert all(name in full for name in ("Vanilla", "FastV", "SparseVLM"))
+    # The Pareto front's point at 25 % is one of the nine: its ring is labelled with its name.
+    labels = {text.get_gid(): text.get_text() for text in kept.texts if (text.get_gid() or "").startswith("pareto")}
+    ((gid, text),) = labels.items()
+    method = gid.split(":")[1]
+    assert method in AT_A_QUARTER and text == f"{method_name(method)} 25%"
+
+
+def test_cpu_peak_memory_is_not_drawn_and_the_title_says_why(tmp_path: Path) -> None:
+    write_grid(tmp_path / "cpu", memory_source="process_peak_rss")
+    collected = collect(tmp_path / "cpu").frame
+    assert set(collected["memory_source"]) == {"process_peak_rss"}
+    points = tradeoff_points(collected, model="tiny")
+    assert points["PeakMemory_MB"].isna().all() and "PeakMemory_MB" not in drawn_metrics(points)
+    figure = build_tradeoff(points, model="tiny")
+    assert "Peak memory (MB)" not in [ax.get_xlabel() for ax in figure.axes]
+    assert "not meaningful" in figure.get_suptitle() and "CPU" in figure.get_suptitle()
+
+    write_grid(tmp_path / "gpu", memory_source="cuda_max_allocated")
+    figure = build_tradeoff(tradeoff_points(collect(tmp_path / "gpu").frame, model="tiny"), model="tiny")
+    assert list(panel(figure, "PeakMemory_MB").get_lines()[1].get_xdata())  # the GPU's memory is drawn
+    assert "not meaningful" not in figure.get_suptitle()

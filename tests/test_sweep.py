@@ -76,7 +76,7 @@ def _compose(overrides: list[str]):
         return compose(config_name="sweep", overrides=overrides, return_hydra_config=True)
 
 
-PAPER_GRIDS = {  # experiment -> (model, frames, ratios, tasks, methods), from ../shared/paper tables
+PAPER_GRIDS = {  # experiment -> (model, frames, ratios, tasks, methods), from the paper's tables (tab:qwen_results, ...)
     "qwen3vl_8b": ("qwen3vl_8b", "32,64", "0.15,0.25", 4, 7),
     "llava_ov": ("llava_ov_7b", "32", "0.25", 4, 10),
     "llava_video": ("llava_video_7b", "64", "0.25", 4, 7),

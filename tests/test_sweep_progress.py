@@ -3,6 +3,7 @@ Ctrl-C, and ``status`` listing pending, running, interrupted and partial cells (
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -11,16 +12,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 import pytest
 
 pytest.importorskip("hydra")
 
+from vcast.sweep.cell import DONE_FILE  # noqa: E402
 from vcast.sweep.progress import progress_line, start_progress  # noqa: E402
 from vcast.sweep.progress_relay import ProgressRelay  # noqa: E402
 from vcast.sweep.slurm_job import job_name, rename_slurm_job  # noqa: E402
 from vcast.sweep.status import main as status_main  # noqa: E402
-from vcast.sweep.summary import record_outcome  # noqa: E402
+from vcast.sweep.summary import SweepSummary, record_outcome  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,24 +130,180 @@ def test_slurm_names_and_no_rename_outside_a_submitted_job(monkeypatch: pytest.M
     assert rename_slurm_job("x") is None  # e.g. a sweep run by hand inside an allocation: left alone
 
 
-@pytest.mark.slow
-def test_ctrl_c_prints_one_line_and_leaves_an_interrupted_cell(tiny_dirs: dict, synth_data: Path,
-                                                               tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    command = [sys.executable, "-m", "vcast.sweep", f"results_root={results}", "model=tiny_qwen3vl",
-               f"model.pretrained={tiny_dirs['qwen3_vl']}", "task=vcast_synth", "method=vcast,fastv", "frames=8",
-               "limit=2", "-m"]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not any(results.glob("adhoc/*/*/*/*/.vcast_synth.staging-*")):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith("interrupted: finished cells are kept")
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+# Ctrl-C. Every sweep below is started with SIGINT's default disposition (_default_sigint): a shell
+# without job control starts background commands with SIGINT ignored, exec keeps that, and a sweep
+# that inherited it would never see the test's SIGINT (it keeps ignoring it on purpose: see
+# vcast/sweep/__main__.py). The interrupts land where the sweep prints a marker line, never after a sleep.
+
+PAUSE_S = 120.0  # how long a paused sweep waits for the test's SIGINT before it goes on
+PAUSE_AT, PAUSE_RESUME = "VCAST_TEST_PAUSE_AT", "VCAST_TEST_PAUSE_RESUME"
+PAUSING = "hydra.callbacks.summary._target_=tests.test_sweep_progress.PauseForCtrlC"
+INTERRUPTED_LINE = "interrupted: finished cells are kept"
+
+
+def _default_sigint() -> None:
+    """preexec_fn of the sweeps: SIGINT as Ctrl-C finds it in a terminal, whatever pytest inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _ignored_sigint() -> None:
+    """preexec_fn: SIGINT ignored, as ``sweep &`` from a script starts it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class PauseForCtrlC(SweepSummary):
+    """The sweep's summary callback that also pauses at the moments in ``at``: ``start`` (after
+    pre-flight, before the first cell), ``job_end`` (after the first cell, before the second),
+    ``summary`` (after the summary's lines), ``exit`` (in an atexit callback: Python shutting down).
+    It prints ``paused: <moment>`` and waits there for the test's SIGINT (or for the file ``resume``).
+    The sweep subprocess loads it with :func:`_pausing`'s override and environment (the moments are
+    not overrides: the sweep refuses keys that its own code does not read)."""
+
+    def __init__(self) -> None:
+        self.at = set(os.environ.get(PAUSE_AT, "").split(","))
+        self.resume = os.environ.get(PAUSE_RESUME)
+        self.jobs = 0
+        if "exit" in self.at:
+            atexit.register(self.pause, "exit")
+
+    def pause(self, moment: str) -> None:
+        print(f"paused: {moment}", flush=True)
+        deadline = time.monotonic() + PAUSE_S
+        while time.monotonic() < deadline and not (self.resume and Path(self.resume).exists()):
+            time.sleep(0.05)  # the SIGINT lands here
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        if "start" in self.at:
+            self.pause("start")
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        self.jobs += 1
+        if "job_end" in self.at and self.jobs == 1:
+            self.pause("job_end")
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        super().on_multirun_end(config, **kwargs)
+        if "summary" in self.at:
+            self.pause("summary")
+
+
+def _pausing(*moments: str, resume: Optional[Path] = None) -> dict[str, str]:
+    """The environment that makes a sweep run with ``PAUSING`` pause at ``moments`` (see PauseForCtrlC)."""
+    return {PAUSE_AT: ",".join(moments), **({PAUSE_RESUME: str(resume)} if resume else {})}
+
+
+def _interrupt_sweep(args: list[str], markers: Sequence[str], stderr_path: Path, pause: Optional[dict] = None,
+                     preexec: Callable[[], None] = _default_sigint,
+                     on_signal: Callable[[], None] = lambda: None) -> tuple[int, str, str]:
+    """Run ``python -m vcast.sweep <args> -m`` (paused as ``pause`` says: see :func:`_pausing`) and send
+    SIGINT to its process group (what Ctrl-C does) each time it prints the next of ``markers``; its
+    exit code, stdout and stderr."""
+    left = list(markers)
+    lines = []
+    with stderr_path.open("w") as stderr:  # a file: nothing blocks on a full pipe while stdout is read
+        process = subprocess.Popen([sys.executable, "-m", "vcast.sweep", *args, *([PAUSING] if pause else []), "-m"],
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env={**os.environ, "HF_HUB_OFFLINE": "1", **(pause or {})},
+                                   start_new_session=True, preexec_fn=preexec)
+        for line in process.stdout:
+            lines.append(line)
+            if left and left[0] in line:
+                left.pop(0)
+                os.killpg(process.pid, signal.SIGINT)
+                on_signal()
+        process.wait(timeout=PAUSE_S)
+    out = "".join(lines)
+    assert not left, f"the sweep never printed {left[0]!r} (exit code {process.returncode}):\n{out[-3000:]}"
+    return process.returncode, out, stderr_path.read_text()
+
+
+def _assert_ended_by_ctrl_c(code: int, out: str, err: str) -> None:
+    assert code == 130, f"exit code {code}\n{out[-2000:]}\n{err[-3000:]}"
+    said = [line for line in err.splitlines() if "interrupted" in line.lower()]
+    assert len(said) == 1 and said[0].startswith(INTERRUPTED_LINE), err[-3000:]
+    for word in ("Traceback", "Exception ignored", "KeyboardInterrupt"):
+        assert word not in err, err[-3000:]
+
+
+def _statuses(results: Path) -> dict[str, str]:
+    """``status``'s word for each cell of the test grid, by method."""
     run = subprocess.run([sys.executable, "-m", "vcast.sweep.status", str(results)], capture_output=True, text=True)
-    assert "adhoc/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth  interrupted" in run.stdout
-    assert "fastv/r0.25/vcast_synth  pending" in run.stdout  # the plan names the cell that never started
+    return {line.split()[0].split("/")[3]: line.split()[1] for line in run.stdout.splitlines()
+            if line.startswith("adhoc/")}
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_any_moment_prints_one_line_exits_130_and_keeps_finished_cells(tiny_dirs: dict, synth_data: Path,
+                                                                                 tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    grid = [f"results_root={results}", "model=tiny_qwen3vl", f"model.pretrained={tiny_dirs['qwen3_vl']}",
+            "task=vcast_synth", "method=vanilla,random", "frames=8", "limit=2"]
+    vanilla_done = results / "adhoc/tiny_qwen3vl/8f/vanilla/r1/vcast_synth" / DONE_FILE
+    # One results folder throughout: each sweep resumes the last one. (moment, pause, marker, statuses after)
+    moments = [("before the first cell", ["start"], "paused: start", {"vanilla": "pending", "random": "pending"}),
+               ("inside a cell", [], "vanilla/r1/vcast_synth: running (attempt 1)",
+                {"vanilla": "interrupted", "random": "pending"}),
+               ("between two cells", ["job_end"], "paused: job_end", {"vanilla": "partial", "random": "pending"}),
+               ("during the summary", ["summary"], "paused: summary", {"vanilla": "partial", "random": "partial"})]
+    for moment, pause, marker, statuses in moments:
+        finished = vanilla_done.stat().st_mtime_ns if vanilla_done.exists() else None
+        code, out, err = _interrupt_sweep(grid, [marker], tmp_path / f"{pause[0] if pause else 'cell'}.err",
+                                          pause=_pausing(*pause) if pause else None)
+        _assert_ended_by_ctrl_c(code, out, err)
+        assert _statuses(results) == statuses, moment
+        if finished is not None:  # a finished cell is skipped, not redone, and survives the interrupt
+            assert vanilla_done.stat().st_mtime_ns == finished, moment
+    assert "sweep done: 2 cell(s): 1 ok, 1 skipped" in out  # the last sweep's summary was out when Ctrl-C came
+
+
+@pytest.mark.parametrize("first", ["start", "exit"])
+def test_ctrl_c_while_python_shuts_down_exits_130_without_a_traceback(first: str, tmp_path: Path) -> None:
+    """A Ctrl-C that falls in an atexit callback (logging's, torch's, wandb's...): the second one,
+    after the sweep's line (a wrapper that forwards Ctrl-C to its child sends two), or the first
+    one, after a sweep that ended by itself (here pre-flight stops it: no checkpoint)."""
+    args = [f"results_root={tmp_path / 'results'}", "model=tiny_qwen3vl", f"model.pretrained={tmp_path / 'gone'}",
+            "task=vcast_synth", "method=vanilla"]
+    if first == "start":  # no cell runs: it is interrupted before the first
+        args.append("preflight=false")
+    moments = ["start", "exit"] if first == "start" else ["exit"]
+    _assert_ended_by_ctrl_c(*_interrupt_sweep(args, [f"paused: {moment}" for moment in moments],
+                                              tmp_path / "sweep.err", pause=_pausing(*moments)))
+
+
+def test_a_sweep_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """``sweep &`` from a script: the shell meant the terminal's Ctrl-C not to reach it (module docstring)."""
+    resume = tmp_path / "resume"
+    args = [f"results_root={tmp_path / 'results'}", "model=tiny_qwen3vl", f"model.pretrained={tmp_path / 'gone'}",
+            "task=vcast_synth", "method=vanilla"]
+    code, _, err = _interrupt_sweep(args, ["paused: exit"], tmp_path / "sweep.err",
+                                    pause=_pausing("exit", resume=resume), preexec=_ignored_sigint,
+                                    on_signal=resume.touch)  # kill(2) has returned: the SIGINT is gone
+    assert code == 2, err[-3000:]  # pre-flight's own exit: the SIGINT changed nothing
+    assert "interrupted" not in err and "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+CONFIG_CODE = """
+import signal, sys, time
+import vcast.sweep.__main__ as sweep
+
+omegaconf_code = {"__name__": "omegaconf.half_done", "signal": signal}  # a function as OmegaConf's own
+exec("def update():\\n    signal.raise_signal(signal.SIGINT)\\n    print('config whole again', flush=True)\\n",
+     omegaconf_code)
+
+def main():
+    omegaconf_code["update"]()
+    while True:
+        time.sleep(0.01)  # the interrupt comes here, out of OmegaConf
+
+sweep.main = main
+sys.exit(sweep.run([]))
+"""
+
+
+def test_an_interrupt_inside_hydra_or_omegaconf_waits_until_they_are_done() -> None:
+    """A KeyboardInterrupt raised half-way through an OmegaConf update leaves the config broken; the
+    cleanup then fails with another error (an AttributeError traceback, exit 1)."""
+    run = subprocess.run([sys.executable, "-c", CONFIG_CODE], cwd=ROOT, capture_output=True, text=True, timeout=PAUSE_S,
+                         preexec_fn=_default_sigint)
+    assert run.stdout.splitlines() == ["config whole again"], run.stdout + run.stderr[-3000:]
+    _assert_ended_by_ctrl_c(run.returncode, run.stdout, run.stderr)

@@ -17,13 +17,13 @@ from PIL import Image
 
 from vcast.eval.input_budget import INPUT_BUDGET, video_budget
 from vcast.eval.plugin import VCastLMM
+from vcast.eval.plugin_args import QWEN_TEMPORAL_PATCH, check_frames
 from vcast.eval.video import is_video_path, qwen_frame_count, qwen_frame_size, qwen_resize, read_qwen_video
 from vcast.validation import check_int
 
 logger = logging.getLogger(__name__)
 
 QWEN_PATCH_SIZE = 16
-QWEN_TEMPORAL_PATCH = 2
 QWEN_MERGE = 2  # spatial merge: one LLM token per 2x2 patches, 32x32 pixels
 
 
@@ -43,6 +43,7 @@ class VCastQwen3VL(VCastLMM):
     ) -> None:
         from transformers import AutoProcessor
 
+        check_frames("vcast_qwen3_vl", kwargs.get("max_num_frames", 32))  # before the model loads, not per item
         check_int("min_pixels", min_pixels, 1)
         check_int("max_pixels", max_pixels, 1)
         if min_pixels > max_pixels:

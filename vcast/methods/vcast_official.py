@@ -1,10 +1,9 @@
 """V-CAST as the released code computes it (``variant="official"``), in the input dtype.
 
 Follows xinyouu/V-CAST @c235ef3, ``compressor/v_cast/modeling_qwen3_vl_v_cast.py``
-(``_v_cast_compress_frames`` and the per-video loop of ``v_cast_compress_qwen3``; see
-``shared/design/reference_methods.md`` section 3.3). Written from that description and checked
-against the release at run time outside the project; the arithmetic is the same torch calls in the
-same dtypes, so a bf16 video gives the release's bf16 answer:
+(``_v_cast_compress_frames`` and the per-video loop of ``v_cast_compress_qwen3``). Written from
+that code and checked against the release at run time outside the project; the arithmetic is the
+same torch calls in the same dtypes, so a bf16 video gives the release's bf16 answer:
 
 * frame means ``frames.mean(dim=1)`` and ``F.normalize(..., eps=1e-6)`` in the input dtype;
 * curvature ``1 - F.cosine_similarity(v_in, v_out, eps=1e-6)`` in the input dtype (norms clamped

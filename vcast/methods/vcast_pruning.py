@@ -2,9 +2,8 @@
 
 Paper: "V-CAST: Video Curvature-Aware Spatio-Temporal Pruning for Efficient Video Large
 Language Models", sections 3.3-3.4 and Algorithm 1. Official code: xinyouu/V-CAST @c235ef3,
-``compressor/v_cast/modeling_qwen3_vl_v_cast.py`` (see ``shared/design/reference_methods.md``
-section 3). Pure pruning: kept tokens are returned by index, so adapters keep each one at its
-original (t, h, w) position (as the release does).
+``compressor/v_cast/modeling_qwen3_vl_v_cast.py``. Pure pruning: kept tokens are returned by
+index, so adapters keep each one at its original (t, h, w) position (as the release does).
 
 Two variants (``variant=``):
 

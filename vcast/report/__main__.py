@@ -27,7 +27,9 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from vcast.report.analysis import accuracy_intervals, compare_all
+from vcast.report.analysis_export import SUFFIX as ANALYSIS_SUFFIX
 from vcast.report.analysis_export import write_analysis
+from vcast.report.cell_geometry import cell_geometry
 from vcast.report.collect import COLUMNS, collect
 from vcast.report.comparison import ProfileTable
 from vcast.report.export import write_table
@@ -35,7 +37,7 @@ from vcast.report.intervals import attach_intervals
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.per_sample import CellItemsCollection, collect_items
-from vcast.report.products import PRODUCTS, Product, TableOutput, get_product
+from vcast.report.products import PRODUCTS, Product, TableOutput, find_product
 from vcast.report.scoring import load_task_scorings
 from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED
 from vcast.report.tables import build_table
@@ -47,6 +49,9 @@ logger = logging.getLogger("vcast.report")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = REPO / "checkpoints" / "tiny_qwen3_vl"
+DEFAULT_FRAMES = 32
+TABLE_SUFFIXES = (".csv", ".tex", ".md")
+FIGURE_SUFFIXES = (".png", ".pdf")
 
 
 def _default_videos() -> list[Path]:
@@ -81,8 +86,27 @@ def _figure_budget_profiles(frame: pd.DataFrame, out: Path, args: argparse.Names
     videos = [Path(v) for v in args.videos] if args.videos else _default_videos()
     if not videos:
         raise ValueError("no videos given (--videos) and no synthetic benchmark clips found (run `make synth-data`)")
-    return budget_profile_figure(args.model_dir, videos, out / "budget-profiles", frames=args.frames, ratio=args.ratio,
+    model_dir, frames = args.model_dir or DEFAULT_MODEL_DIR, args.frames or DEFAULT_FRAMES
+    logger.info("budget profiles: %s, %d frames, pixels per frame %s..%s (unset: the plugin's)", model_dir, frames,
+                args.min_pixels, args.max_pixels)
+    return budget_profile_figure(model_dir, videos, out / "budget-profiles", frames=frames, ratio=args.ratio,
                                  max_pixels=args.max_pixels, min_pixels=args.min_pixels)
+
+
+def figure_arguments(args: argparse.Namespace, product: Product, results: Path,
+                     model: Optional[str] = None) -> argparse.Namespace:
+    """``args`` with the budget profile's input taken from the product's finished cells
+    (checkpoint, frames, pixel bounds) wherever the command line left it unset, so the figure
+    shows the videos as the cells saw them; unchanged for a product without cells."""
+    geometry = cell_geometry(results, product.experiments, model or product.model) if product.experiments else None
+    if geometry is None:
+        return args
+    filled = argparse.Namespace(**vars(args))
+    for name, value in (("model_dir", Path(geometry.pretrained)), ("frames", geometry.frames),
+                        ("max_pixels", geometry.max_pixels), ("min_pixels", geometry.min_pixels)):
+        if getattr(args, name, None) is None:
+            setattr(filled, name, value)
+    return filled
 
 
 FIGURES: dict[str, Callable[[pd.DataFrame, Path, argparse.Namespace], list[Path]]] = {
@@ -152,6 +176,44 @@ def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame,
     return written, problems
 
 
+def build_option(name: str, product: Product, args: Optional[argparse.Namespace]) -> bool:
+    """Build option ``name`` (``kept_tokens``, ``intervals``, ``analysis``): the command line's
+    choice where it made one, else the target's own (:attr:`Product.options`)."""
+    chosen = getattr(args, name, None) if args is not None else None
+    return bool(chosen) if chosen is not None else name in product.options
+
+
+def possible_outputs(product: Product, out: Optional[Path], results: Path, profile: str = REPRODUCE) -> list[Path]:
+    """Every file a build of ``product`` under ``profile`` can write (tables, their analysis and
+    trade-off figure, figures), whichever options it runs with."""
+    tables = out or (results / product.out_dir if product.out_dir else results / "tables")
+    figures = out or (results / product.out_dir if product.out_dir else results / "figures")
+    paths = []
+    for output in _outputs(product):
+        stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
+        if output.layout is not None or product.tables:
+            paths += [tables / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES]
+        paths += [tables / f"{stem}{ANALYSIS_SUFFIX}{suffix}" for suffix in TABLE_SUFFIXES]
+        paths += [tables / f"{stem}-tradeoff{suffix}" for suffix in FIGURE_SUFFIXES]
+    paths += [figures / f"{name}{suffix}" for name in product.figures for suffix in FIGURE_SUFFIXES]
+    return paths
+
+
+def earlier_outputs(product: Product, out: Optional[Path], results: Path, written: Sequence[Path],
+                    profile: str = REPRODUCE) -> list[str]:
+    """One line per output of ``product`` that exists but this build did not write (an earlier
+    build with other options wrote it): kept, and named so that no one reads it as this build's."""
+    import time
+
+    now = {Path(path).resolve() for path in written}
+    lines = []
+    for path in possible_outputs(product, out, results, profile):
+        if path.is_file() and path.resolve() not in now:
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+            lines.append(f"left from an earlier build (written {stamp}), not rewritten by this one: {path}")
+    return lines
+
+
 def build_product(product: Product, results: Path, *, out: Optional[Path] = None, model: Optional[str] = None,
                   paper: Optional[PaperTables] = None, args: Optional[argparse.Namespace] = None,
                   profile: str = REPRODUCE, compare_profile: Optional[str] = None,
@@ -162,18 +224,23 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
     ``compare_profile``: add the difference to the same tables built from that profile's cells.
     A paper table built from partial (``limit``) cells is refused (a problem starting with
     ``refused``) unless ``allow_partial``; then, and in ad-hoc tables, their rows are marked ``†``.
+    A product with no finished cell writes nothing (refused, with how to run its cells). Outputs
+    of an earlier build that this one did not rewrite are named (problems starting with ``left``).
     """
     collection = collect(results) if results.is_dir() else None
     every_profile = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
     frame = every_profile[every_profile["profile"] == profile]
     problems = list(collection.problems) if collection else [f"no results folder {results}"]
     out_dir = out or (results / product.out_dir if product.out_dir else None)
-    kept_tokens = bool(args is not None and getattr(args, "kept_tokens", False))
-    intervals = bool(args is not None and getattr(args, "intervals", False))
+    if product.experiments and not (frame["experiment"].isin(product.experiments) & (frame["status"] == "ok")).any():
+        return [], [*problems, no_cells_refusal(product, results, profile)]
+    kept_tokens = build_option("kept_tokens", product, args)
+    intervals = build_option("intervals", product, args)
     resamples = int(getattr(args, "resamples", DEFAULT_RESAMPLES) if args is not None else DEFAULT_RESAMPLES)
     seed = int(getattr(args, "seed", DEFAULT_SEED) if args is not None else DEFAULT_SEED)
+    analysis = build_option("analysis", product, args)
     items = None
-    if intervals or (args is not None and getattr(args, "analysis", False)):
+    if intervals or analysis:
         items = collect_items(results, experiments=product.experiments) if results.is_dir() else CellItemsCollection()
     interval_frame = (accuracy_intervals(items.cells, load_task_scorings(), resamples=resamples, seed=seed)
                       if intervals and items is not None else None)
@@ -202,18 +269,44 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
                             "cells without limit (rerun_mismatched=true), or pass --allow-partial to mark them")
             continue
         written += write_table(table, (out_dir or results / "tables") / stem, comparison)
+    figure_args = figure_arguments(args or _defaults(), product, results, model) if product.figures else None
     for name in product.figures:
         try:
-            written += FIGURES[name](frame, out_dir or results / "figures", args or _defaults())
+            written += FIGURES[name](frame, out_dir or results / "figures", figure_args)
         except ValueError as error:
             problems.append(f"figure {name}: {error}")
             logger.warning("figure %s not drawn: %s", name, error)
-    if args is not None and getattr(args, "analysis", False):
+    if analysis:
         more, trouble = write_analysis_outputs(product, results, frame, out_dir or results / "tables", profile=profile,
                                                model=model, resamples=resamples, seed=seed, items=items)
         written += more
         problems += trouble
-    return written, problems
+    return written, problems + earlier_outputs(product, out, results, written, profile)
+
+
+def no_cells_refusal(product: Product, results: Path, profile: str) -> str:
+    """Why nothing of ``product`` was written, and the commands that run its cells."""
+    from vcast.sweep.grid import CONFIG_DIR
+
+    head = (f"refused {product.name}: no finished cell of experiment {', '.join(product.experiments)} (profile "
+            f"{profile}) under {results}; nothing written. ")
+    configured = [e for e in product.experiments if (CONFIG_DIR / "experiment" / f"{e}.yaml").is_file()]
+    if not configured:  # an ad-hoc folder: only the sweep that made it knows its grid
+        return head + (f"Run its cells again with the sweep command that made them (python -m vcast.sweep.status "
+                       f"{results / product.experiments[0]} lists them and their errors)")
+    extra = "" if profile == REPRODUCE else f" profile={profile}"
+    sweeps = "; ".join(f"python -m vcast.sweep experiment={e}{extra} -m" for e in configured)
+    make = f"make table-{product.name}" if f"table-{product.name}" in _MAKE_TABLES else (
+        "make demo" if product.name == "demo" else None)
+    run = f"python -m vcast.report build {product.name} --run" + ("" if profile == REPRODUCE else f" --profile {profile}")
+    return head + (f"Run its cells first: {make + ' or ' if make else ''}{run} (runs the missing cells, then "
+                   f"builds), or {sweeps}")
+
+
+# Targets with a `make table-<name>` (the Makefile's REPORT_TABLES).
+_MAKE_TABLES = ("table-qwen3vl-8b", "table-qwen3vl-8b-r035", "table-qwen3vl-32b", "table-qwen3vl-moe",
+                "table-llava-ov-7b", "table-llava-video-7b", "table-efficiency", "table-rope", "table-ablations",
+                "table-extended")
 
 
 def _defaults() -> argparse.Namespace:
@@ -240,21 +333,29 @@ def _parser() -> argparse.ArgumentParser:
                        help="add this table minus another: paper (the published numbers) or a profile's table")
     build.add_argument("--allow-partial", action="store_true",
                        help="build paper tables from partial (limit) cells too, marked with a dagger (refused otherwise)")
-    build.add_argument("--kept-tokens", action="store_true",
-                       help="add a 'Kept %%' column: video tokens each method really kept (from the run logs)")
-    build.add_argument("--intervals", action="store_true",
-                       help="print each score with ± half its bootstrap interval (from the per-sample logs)")
-    build.add_argument("--analysis", action="store_true",
-                       help="also write <stem>-analysis.{csv,md,tex} and <stem>-tradeoff.{png,pdf} (see analyze)")
+    on_by_default = ", ".join(name for name, p in PRODUCTS.items() if p.options) or "none"
+    build.add_argument("--kept-tokens", action=argparse.BooleanOptionalAction, default=None,
+                       help="add a 'Kept %%' column: video tokens each method really kept (from the run logs); "
+                            f"default: the target's own choice (on for {on_by_default})")
+    build.add_argument("--intervals", action=argparse.BooleanOptionalAction, default=None,
+                       help="print each score with ± half its bootstrap interval (from the per-sample logs); "
+                            "default: the target's own choice")
+    build.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=None,
+                       help="also write <stem>-analysis.{csv,md,tex} and <stem>-tradeoff.{png,pdf} (see analyze); "
+                            "default: the target's own choice")
     _resampling_arguments(build)
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
     build.add_argument("--ratio", type=float, default=0.25, help="retention ratio of the figures (default 0.25)")
-    build.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR,
-                       help="checkpoint for budget profiles (default: the tiny Qwen3-VL)")
+    build.add_argument("--model-dir", type=Path,
+                       help="checkpoint for budget profiles (default: the one the target's cells ran, else the tiny "
+                            "Qwen3-VL)")
     build.add_argument("--videos", nargs="*", help="videos for budget profiles (default: one synthetic clip)")
-    build.add_argument("--frames", type=int, default=32, help="frames sampled for budget profiles (default 32)")
-    build.add_argument("--max-pixels", type=int, help="Qwen3-VL video max_pixels for budget profiles (default: the plugin's)")
-    build.add_argument("--min-pixels", type=int, help="Qwen3-VL video min_pixels for budget profiles (default: the plugin's)")
+    build.add_argument("--frames", type=int,
+                       help=f"frames sampled for budget profiles (default: the cells', else {DEFAULT_FRAMES})")
+    build.add_argument("--max-pixels", type=int,
+                       help="Qwen3-VL video max_pixels for budget profiles (default: the cells', else the plugin's)")
+    build.add_argument("--min-pixels", type=int,
+                       help="Qwen3-VL video min_pixels for budget profiles (default: the cells', else the plugin's)")
     analyze = commands.add_parser(
         "analyze", help="per-sample analysis (loyalty, flips, paired bootstrap, McNemar) and the trade-off figure")
     analyze.add_argument("target", help="a report target or an experiment folder under --results (as for build)")
@@ -280,7 +381,7 @@ def _resampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _analyze(args: argparse.Namespace) -> int:
     try:
-        product = get_product(args.target) if args.target in PRODUCTS else adhoc_product(args.target, args.results)
+        product = resolve_target(args.target, args.results)
     except ValueError as error:
         _parser().error(str(error))
     if args.resamples < 1:
@@ -322,7 +423,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.stdout.write(text)
         return 1 if collection.problems else 0
     try:
-        product = get_product(args.target) if args.target in PRODUCTS else adhoc_product(args.target, args.results)
+        product = resolve_target(args.target, args.results)
     except ValueError as error:
         _parser().error(str(error))
     compare_profile = args.compare if args.compare in PROFILES else None
@@ -340,8 +441,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for path in written:
         print(f"wrote {path}")
     for problem in problems:
-        print(problem if problem.startswith("refused") else f"skipped: {problem}", file=sys.stderr)
+        print(problem if problem.startswith(("refused", "left")) else f"skipped: {problem}", file=sys.stderr)
     return 1 if failed or any(problem.startswith("refused") for problem in problems) else 0
+
+
+def resolve_target(name: str, results: Path) -> Product:
+    """The report target ``name`` names (its own name, with underscores, or its experiment's:
+    :func:`vcast.report.products.find_product`), else a generic table of the experiment folder."""
+    return find_product(name) or adhoc_product(name, results)
 
 
 def adhoc_product(experiment: str, results: Path) -> Product:

@@ -1,7 +1,9 @@
-"""Per-frame token budgets of V-CAST's temporal allocations, on a model's real visual tokens.
+"""Token budgets per frame (LLaVA-OneVision) or per temporal patch of 2 frames (Qwen3-VL) of
+V-CAST's temporal allocations, on a model's real visual tokens.
 
 The paper's budget-profile figure (fig:temporal_allocation) shows how each temporal strategy
-spreads the same total budget over the frames of one video. The tokens here are exactly the ones
+spreads the same total budget over the frames of one video; a point is one ``T`` step of the
+tokens (:func:`step_name` says which). The tokens here are exactly the ones
 the pruning hooks hand to :func:`vcast.select`: the vision encoder's pooled output (Qwen3-VL:
 after the 2x2 merger; LLaVA-OneVision: after projection and 2x2 bilinear pooling, the trailing
 image-newline excluded), read and resized as the lmms-eval plugins do.
@@ -39,6 +41,21 @@ DEFAULT_ALLOCATIONS: tuple[str, ...] = ("uniform", "uniqueness", "curvature")
 
 QWEN_TYPES = ("qwen3_vl", "qwen3_vl_moe")
 LLAVA_TYPES = ("llava_onevision",)
+
+
+def step_name(frames_per_step: int, *, plural: bool = False) -> str:
+    """What one ``T`` step of :meth:`VideoTokenReader.tokens` is: ``frame``, or ``temporal patch``
+    when it holds several frames (Qwen3-VL: 2)."""
+    name = "frame" if frames_per_step == 1 else "temporal patch"
+    if not plural:
+        return name
+    return f"{name}es" if name.endswith("patch") else f"{name}s"
+
+
+def panel_title(video: str, steps: int, tokens_per_step: int, frames_per_step: int) -> str:
+    """A budget-profile panel's title: the video and its token grid spelt out,
+    ``clip.mp4: 8 temporal patches × 16 tokens``."""
+    return f"{video}: {steps} {step_name(frames_per_step, plural=steps != 1)} \u00d7 {tokens_per_step} tokens"
 
 
 def _qwen_pixel_defaults() -> tuple[int, int]:

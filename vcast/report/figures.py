@@ -30,7 +30,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from vcast.atomic_files import atomic_write_bytes
-from vcast.report.budget_profile import ALLOCATION_LABELS
+from vcast.report.budget_profile import ALLOCATION_LABELS, panel_title, step_name
 from vcast.report.collect import one_row_per_cell
 from vcast.report.layouts import REFERENCE
 from vcast.report.scoring import CONFIG_DIR
@@ -390,17 +390,29 @@ def _panels(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]]) -> list[t
     return panels
 
 
+def budget_profile_labels(frames_per_step: int) -> dict[str, str]:
+    """Title, x and y label of the budget-profile figure, all naming the same unit: a frame, or a
+    temporal patch of ``frames_per_step`` frames (Qwen3-VL)."""
+    step = step_name(frames_per_step)
+    if frames_per_step == 1:
+        return {"title": "Token budget per frame", "x": "Frame index", "y": "Tokens kept per frame"}
+    return {"title": f"Token budget per {step} ({frames_per_step} frames)",
+            "x": f"{step.capitalize()} index ({frames_per_step} frames each)", "y": f"Tokens kept per {step}"}
+
+
 def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], *, ratio: float,
-                          x_label: str = "Frame index") -> Figure:
-    """Per-frame budget curves, one panel per video.
+                          frames_per_step: int = 1) -> Figure:
+    """Budget curves, one point per frame or temporal patch, one panel per video.
 
     Args:
         profiles: ``{allocation: int array [T]}`` for one video (see
             :func:`vcast.report.budget_profile.budget_profiles`), or a list of
             ``(title, profiles)`` for several.
         ratio: the retention ratio the budgets were computed at (for the title).
-        x_label: what a point is: a frame, or a temporal patch of several frames (Qwen3-VL).
+        frames_per_step: frames behind a point: 1 (a frame, LLaVA), or a temporal patch of
+            several frames (Qwen3-VL: 2); the title and both axes say it.
     """
+    labels = budget_profile_labels(frames_per_step)
     panels = _panels(profiles)
     figure = Figure(figsize=(4.6 * len(panels), 3.2), layout="constrained")
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
@@ -411,39 +423,39 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
             ax.plot(np.arange(len(budgets)), budgets, color=ALLOCATION_COLORS.get(name, f"C{index + 3}"),
                     label=ALLOCATION_LABELS.get(name, name), gid=f"profile:{name}", marker="o",
                     markersize=3 if is_vcast else 2, linewidth=2.0 if is_vcast else 1.4, zorder=3 if is_vcast else 2)
-        ax.set_xlabel(x_label)
+        ax.set_xlabel(labels["x"])
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("Tokens kept")
-    figure.suptitle(f"Per-frame token budgets, R = {_pct(ratio)}")
+    axes[0].set_ylabel(labels["y"])
+    figure.suptitle(f"{labels['title']}, R = {_pct(ratio)}")
     _figure_legend(figure, axes, columns=len(ALLOCATION_COLORS))
     return figure
 
 
 def plot_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], out_stem: PathLike, *,
-                         ratio: float, x_label: str = "Frame index") -> list[Path]:
+                         ratio: float, frames_per_step: int = 1) -> list[Path]:
     """fig:temporal_allocation as PNG and PDF (see :func:`build_budget_profiles`)."""
-    return save_figure(build_budget_profiles(profiles, ratio=ratio, x_label=x_label), out_stem)
+    return save_figure(build_budget_profiles(profiles, ratio=ratio, frames_per_step=frames_per_step), out_stem)
 
 
 def budget_profile_figure(model_dir: PathLike, videos: Sequence[PathLike], out_stem: PathLike, *, frames: int,
                           ratio: float, max_pixels: Optional[int] = None, min_pixels: Optional[int] = None,
                           device: str = "cpu") -> list[Path]:
     """fig:temporal_allocation from a checkpoint and videos: the model is loaded once, each
-    video's real tokens ``[T, P, D]`` give one panel titled ``<file name> (T×P)``."""
+    video's real tokens ``[T, P, D]`` give one panel titled with its grid spelt out
+    (``clip.mp4: 8 temporal patches × 16 tokens``, see :func:`panel_title`)."""
     from vcast.report.budget_profile import VideoTokenReader, budget_profiles
 
     if not videos:
         raise ValueError("budget_profile_figure: no videos given")
     reader = VideoTokenReader.load(model_dir, device=device)
+    group = reader.frames_per_step
     panels = []
     for video in videos:
         tokens = reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)
-        title = f"{Path(video).name} ({tokens.shape[0]}\u00d7{tokens.shape[1]})"
+        title = panel_title(Path(video).name, int(tokens.shape[0]), int(tokens.shape[1]), group)
         panels.append((title, budget_profiles(tokens, ratio)))
-    group = reader.frames_per_step
-    x_label = "Frame index" if group == 1 else f"Temporal patch index ({group} frames each)"
-    return plot_budget_profiles(panels, out_stem, ratio=ratio, x_label=x_label)
+    return plot_budget_profiles(panels, out_stem, ratio=ratio, frames_per_step=group)
 
 
 def artists_with_gid(figure: Figure, gid: str) -> list[Any]:

@@ -1,8 +1,8 @@
 """The paper's published numbers, for ``--compare paper``.
 
-``paper_tables.csv`` next to this file is ``../shared/paper/paper_tables.csv`` plus the rows of
-``tab:ablation_full_suppl`` (transcribed from ``vcast_paper.tex``, which the shared file lacks);
-a test checks that it still contains every row of the shared file.
+``paper_tables.csv`` next to this file holds the numbers of the paper's tables, transcribed from
+the paper (tab:qwen_results, ..., and the supplementary tab:ablation_full_suppl last); a test
+checks that it is whole (every table's rows and columns, numbers that parse, no duplicates).
 Columns: ``table, model, frames, ratio, method, benchmark, value`` (value ``OOM`` or a number).
 """
 

@@ -27,6 +27,13 @@ class Product:
     out_dir: Optional[str] = None  # default <results>/tables (tables) and <results>/figures
     model: Optional[str] = None    # model config for a generic layout
     description: str = ""
+    # What every build of this target writes beyond the tables (BUILD_OPTIONS), whichever command
+    # builds it (make, report build): one target, one set of outputs with the same columns.
+    options: tuple[str, ...] = ()
+
+
+# The build options a target may turn on by default (``python -m vcast.report build --help``).
+BUILD_OPTIONS = ("kept_tokens", "intervals", "analysis")
 
 
 def _single(name: str, experiment: str, layout: str, description: str, figures: tuple[str, ...] = ()) -> Product:
@@ -54,12 +61,18 @@ PRODUCTS: dict[str, Product] = {product.name: product for product in (
     Product("budget-gains", ("budget_others",), figures=("budget-gains",), description="fig:ablation_budget_others"),
     Product("budgets", (), figures=("budget-profiles",), description="fig:temporal_allocation"),
     Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles",), out_dir="demo",
-            model="tiny_qwen3vl", description="the demo's table and a budget profile of one synthetic video"),
+            model="tiny_qwen3vl", options=BUILD_OPTIONS,
+            description="the demo's table (kept tokens, ± intervals), its per-sample analysis and trade-off figure, "
+                        "and a budget profile of one synthetic video at the cells' frames and resolution"),
 )}
 
 
-def get_product(name: str) -> Product:
-    try:
-        return PRODUCTS[name]
-    except KeyError:
-        raise ValueError(f"unknown report target {name!r}; available: {', '.join(PRODUCTS)}") from None
+def find_product(name: str) -> Optional[Product]:
+    """The target ``name`` names: a target (``qwen3vl-8b``), its spelling with underscores
+    (``qwen3vl_8b``), or the sweep experiment it is built from (``llava_ov``); None for any other
+    name (an experiment folder without a target builds a generic table)."""
+    for candidate in (name, name.replace("_", "-")):
+        if candidate in PRODUCTS:
+            return PRODUCTS[candidate]
+    owners = [product for product in PRODUCTS.values() if name in product.experiments]
+    return owners[0] if len(owners) == 1 else None

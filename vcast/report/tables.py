@@ -165,7 +165,7 @@ def _mean_over_tasks(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
     mean = kept.groupby(["frames", "ratio", "method"], as_index=False).agg(
         value=("value", "mean"), experiment=("experiment", "first"), model=("model", "first"),
         cell=("cell", "first"), profile=("profile", "first"), variant=("variant", "first"),
-        limit=("limit", "max"), missing_videos=("missing_videos", "sum"))
+        limit=("limit", "max"), missing_videos=("missing_videos", "sum"), memory_source=("memory_source", "first"))
     mean = mean.assign(task="", benchmark=benchmark, status="ok")[rows.columns]
     return pd.concat([rows[~chosen], mean], ignore_index=True)
 

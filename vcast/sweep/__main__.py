@@ -7,21 +7,168 @@ one after another in this process. ``dry_run=true`` prints the jobs (and the sba
 without running anything (:mod:`vcast.sweep.plan`). See ``configs/README.md``.
 
 Exit codes: 0 all cells ok or skipped; 1 a cell was invalid, failed, ran out of memory or was
-refused as a mismatch; 2 pre-flight stopped the sweep before any job; 130 interrupted (Ctrl-C).
+refused as a mismatch; 2 pre-flight stopped the sweep before any job (a missing checkpoint or
+dataset, or an override that nothing would read: :mod:`vcast.sweep.overrides`); 130 interrupted (Ctrl-C).
+
+Ctrl-C (SIGINT) ends the sweep with one line on stderr and exit code 130 whenever it comes: during
+pre-flight, inside a cell (its lmms-eval child, in the sweep's process group, gets the same SIGINT
+and a few seconds to stop before it is killed), between two cells, during the summary, or in
+Python's atexit callbacks after the sweep (it then exits at once, skipping the rest). Finished
+cells are kept. :class:`Interrupts` does this: the first SIGINT becomes the KeyboardInterrupt that
+ends the sweep and later ones are ignored (a wrapper that forwards Ctrl-C to its child sends two;
+the second would land in the first one's cleanup or in an atexit callback, with a traceback). The
+KeyboardInterrupt waits while the main thread is inside Hydra or OmegaConf (a config left half
+changed fails the cleanup with another error: a traceback and exit 1), swaps a cell folder in or
+starts a child process, and is raised as soon as the thread is out of them (milliseconds). Out of
+its reach: ``import vcast`` (torch) before this module runs, and the end of Python's shutdown after
+the atexit callbacks, where SIGINT's default kills the process (a shell shows exit status 130).
+
+A SIGINT that the sweep inherits as ignored stays ignored, by the sweep and its lmms-eval children,
+as Python itself leaves it: a shell without job control starts ``sweep &`` so, meaning the
+terminal's Ctrl-C not to reach background jobs. Stop such a sweep by killing its process group
+(``kill -- -<pgid>``); the cell it was running is redone next time.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Optional
 
-import hydra
-from omegaconf import DictConfig, OmegaConf
+INTERRUPTED = ("interrupted: finished cells are kept; the cell that was running left only a staging folder, "
+               "redone from scratch next time. Run the same command again to resume.")
+RETRY_S = 0.02  # how soon a KeyboardInterrupt that had to wait looks again where the main thread is
+# Code a KeyboardInterrupt would leave half-done. Packages: Hydra, OmegaConf and the libraries they
+# call (the innermost code outside the standard library is theirs). Functions: anywhere on the stack.
+_WAIT_IN_PACKAGES = frozenset({"hydra", "omegaconf", "antlr4", "yaml", "attr", "packaging"})
+_WAIT_IN_FUNCTIONS = frozenset({("vcast.atomic_files", "swap_in_dir"), ("subprocess", "_execute_child")})
 
-from vcast.sweep.slurm_job import rename_slurm_job
-from vcast.sweep.spec import preflight, spec_from_config
+
+def _half_done(frame: Optional[FrameType]) -> bool:
+    """Whether the main thread, at ``frame``, is in code that a KeyboardInterrupt would leave
+    half-done (``_WAIT_IN_PACKAGES``, ``_WAIT_IN_FUNCTIONS``). Hydra's frames further out (its
+    launcher calling a job, a callback) do not count: there it is running the sweep's own code."""
+    innermost: Optional[str] = None
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if (module, frame.f_code.co_name) in _WAIT_IN_FUNCTIONS:
+            return True
+        if innermost is None and module.partition(".")[0] not in sys.stdlib_module_names:
+            innermost = module
+        frame = frame.f_back
+    return innermost is not None and innermost.partition(".")[0] in _WAIT_IN_PACKAGES
+
+
+class Interrupts:
+    """The sweep's SIGINT handler (see the module docstring). :func:`run` raises KeyboardInterrupt
+    through it between :meth:`arm` and :meth:`disarm`, and reports once in :meth:`close`."""
+
+    def __init__(self, previous: Any = None, active: bool = True) -> None:
+        self.previous = previous  # restored by close(); None: kept through Python's shutdown
+        self.active = active      # False: SIGINT is not ours (ignored, or not the main thread)
+        self.received = False     # a SIGINT came
+        self.armed = False        # it may become a KeyboardInterrupt now (run()'s work, until raised)
+        self.closed = False       # run() has settled its exit code
+        self.reported = False     # ... and printed the line
+        self._retrying = False
+        self._lock = threading.Lock()  # no retry signal once closed
+        self._main = threading.main_thread().ident
+
+    @classmethod
+    def install(cls, for_process: bool = False) -> "Interrupts":
+        """The SIGINT handler of this sweep: the process's own (``python -m vcast.sweep``), else a new
+        one, restored to the previous handler by :meth:`close` unless ``for_process``; inactive where
+        SIGINT is ignored (inherited so: left so) or this is not the main thread."""
+        current = signal.getsignal(signal.SIGINT)
+        if isinstance(current, cls):
+            return current
+        if current in (signal.SIG_IGN, None) or threading.current_thread() is not threading.main_thread():
+            return cls(active=False)
+        handler = cls(previous=None if for_process else current)
+        signal.signal(signal.SIGINT, handler)
+        return handler
+
+    def __call__(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.closed:
+            if self.previous is None:  # Python is shutting down: leave now, not from an atexit callback
+                self._exit_now()
+            self.received = True
+            return
+        self.received = True
+        if not self.armed:  # raised already (one Ctrl-C, one unwinding), or run() will report it
+            return
+        if _half_done(frame):
+            self._retry_soon()
+            return
+        self.armed = False
+        raise KeyboardInterrupt
+
+    def arm(self) -> None:
+        """run()'s work begins: a SIGINT raises KeyboardInterrupt from now on (one that came already, here)."""
+        if self.active:
+            self.armed = True
+            if self.received:
+                self.armed = False
+                raise KeyboardInterrupt
+
+    def disarm(self) -> None:
+        """run()'s work is over: a SIGINT is only recorded, for :meth:`close` to report."""
+        self.armed = False
+
+    def close(self, code: int) -> int:
+        """run()'s exit code: 130, with the one line, once interrupted; ``code`` otherwise."""
+        self.armed = False
+        self.closed = True  # from here a SIGINT is the shutdown's (__call__)
+        with self._lock:
+            pass
+        if self.received:
+            code = 130
+        if code == 130 and not self.reported:
+            self.reported = True
+            print(INTERRUPTED, file=sys.stderr)
+        if self.active and self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return code
+
+    def _retry_soon(self) -> None:
+        if not self._retrying:
+            self._retrying = True
+            timer = threading.Timer(RETRY_S, self._retry)
+            timer.daemon = True
+            timer.start()
+
+    def _retry(self) -> None:
+        """Deliver the waiting interrupt again, to the main thread (a blocking call there returns for it)."""
+        with self._lock:
+            self._retrying = False
+            if self.armed and not self.closed:
+                signal.pthread_kill(self._main, signal.SIGINT)
+
+    def _exit_now(self) -> None:
+        try:
+            if not self.reported:
+                self.reported = True
+                print(INTERRUPTED, file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # a stream closed already, or in use by the code interrupted: leave all the same
+            pass
+        os._exit(130)
+
+
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends the sweep cleanly too
+    Interrupts.install(for_process=True)  # run() uses it; it stays for Python's shutdown
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from vcast.sweep.slurm_job import rename_slurm_job  # noqa: E402
+from vcast.sweep.spec import preflight, spec_from_config  # noqa: E402
 
 logger = logging.getLogger("vcast.sweep")
 
@@ -81,23 +228,41 @@ def _report(outcome: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-INTERRUPTED = ("interrupted: finished cells are kept; the cell that was running left only a staging folder, "
-               "redone from scratch next time. Run the same command again to resume.")
-
-
 def run(argv: list[str]) -> int:
-    """The command line's entry point: the dry run, or the sweep; its exit code."""
+    """The command line's entry point: the dry run, or the sweep; its exit code (130 once interrupted,
+    whatever the sweep had got to; see the module docstring)."""
+    from vcast.sweep.overrides import unread_overrides
     from vcast.sweep.plan import dry_run, requested
     from vcast.sweep.summary import exit_code
 
+    interrupts = Interrupts.install()
     try:
-        if requested(argv):
-            return dry_run(argv)
-        main()
+        try:
+            interrupts.arm()
+            unread = unread_overrides(argv)
+            if unread:  # before Hydra, whose advice for an unknown key ("use +key=") runs a cell that ignores it
+                for problem in unread:
+                    print(f"refused: {problem}", file=sys.stderr)
+                print(f"no cell was started: {len(unread)} override(s) would be read by nothing", file=sys.stderr)
+                code = 2
+            elif requested(argv):
+                code = dry_run(argv)
+            else:
+                main()
+                code = exit_code()
+        finally:
+            interrupts.disarm()  # before the handlers below: nothing may raise in them
     except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return 130
-    return exit_code()
+        code = 130
+    except SystemExit:  # pre-flight's (2), Hydra's on an error (1)
+        if not interrupts.received:
+            interrupts.close(0)  # nothing to report: Hydra or pre-flight said why
+            raise
+        code = 130  # it came while pre-flight or Hydra finished: an interrupted sweep all the same
+    except BaseException:  # an error of the sweep's own goes on up, with SIGINT's handler put back
+        interrupts.close(0)
+        raise
+    return interrupts.close(code)
 
 
 if __name__ == "__main__":

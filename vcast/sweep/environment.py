@@ -36,11 +36,13 @@ def hub_cache() -> Path:
 
 
 def local_candidates(path: str, cwd: Optional[Path] = None) -> list[Path]:
-    """Where a relative ``path`` may live: the current folder, then the vcast repository."""
+    """Where a relative ``path`` may live: the current folder, then the vcast repository (once,
+    when the two are the same folder)."""
     given = Path(os.path.expanduser(path))
     if given.is_absolute():
         return [given]
-    return [Path(cwd or Path.cwd()) / given, REPO / given]
+    here = Path(cwd or Path.cwd()) / given
+    return [here] if here.resolve() == (REPO / given).resolve() else [here, REPO / given]
 
 
 def resolve_pretrained(path: str, cwd: Optional[Path] = None) -> str:

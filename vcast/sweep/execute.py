@@ -18,6 +18,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -62,6 +63,25 @@ def format_model_args(args: dict[str, Any]) -> str:
 def failure_status(log: str) -> str:
     """``"oom"`` when the run died of running out of GPU memory, else ``"failed"``."""
     return "oom" if any(marker in log for marker in OOM_MARKERS) else "failed"
+
+
+# The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...".
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$")
+CAUSE_CHARS = 500
+
+
+def failure_cause(log: str) -> Optional[str]:
+    """The exception that ended a run, from its log (the last traceback's last line, without the
+    lines a chained traceback adds after it), or None when the log names none."""
+    lines = [line.strip() for line in log.splitlines()]
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].startswith("Traceback (most recent call last)"):
+            for line in lines[index + 1:]:
+                if _EXCEPTION_LINE.match(line):
+                    return line[:CAUSE_CHARS]
+            break
+    found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return found[-1][:CAUSE_CHARS] if found else None
 
 
 def eval_command(spec: CellSpec, output: Path, efficiency_dir: Path,
@@ -217,7 +237,8 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
             error = f"lmms-eval finished but its outputs are incomplete: {collect_error}"
     if record["status"] != "ok":
         record["status"] = failure_status(log_tail)
-        record["error"] = error or f"lmms-eval exited with code {returncode}"
+        cause = failure_cause(log_tail)
+        record["error"] = (error or f"lmms-eval exited with code {returncode}") + (f": {cause}" if cause else "")
         record["log_tail"] = log_tail
     atomic_write_json(staging / CELL_FILE, record)
     if record["status"] == "ok":

@@ -79,7 +79,8 @@ def _variants_of(method_id: str) -> tuple[str, ...]:
 def preflight(spec: CellSpec) -> Optional[str]:
     """Why ``spec`` cannot run at all (so no job is spent on it), or None."""
     import vcast
-    from vcast.registry import check_params, is_input_method, method_variants
+    from vcast.eval.plugin_args import check_frames, model_args_problem
+    from vcast.registry import check_params, is_input_method, method_params, method_variants
 
     if spec.method_id not in vcast.available_methods():
         return (f"method {spec.method_id!r} (config {spec.method!r}) is not implemented in this version of vcast; "
@@ -89,8 +90,12 @@ def preflight(spec: CellSpec) -> Optional[str]:
                 f"(profile {spec.profile!r}); it has: {', '.join(method_variants(spec.method_id))}")
     try:
         check_params(spec.method_id, spec.method_params)
+        check_frames(spec.plugin, spec.frames)
     except ValueError as error:
         return str(error)
+    problem = model_args_problem(spec.plugin, spec.model_args, tuple(method_params(spec.method_id)))
+    if problem is not None:
+        return problem
     if is_input_method(spec.method_id):
         from vcast.api import input_plan
         from vcast.eval.input_budget import input_plan_refusal

@@ -167,7 +167,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.root.is_dir():
         parser.error(f"no such folder: {args.root.resolve()} (give the results folder, e.g. results/demo)")
     extra = planned_cells(args.root) + (grid_cells(args.root, args.grid) if args.grid else [])
-    rows = cell_rows(args.root, extra)
+    dirs = cell_dirs(args.root, extra)
+    rows = [_row(args.root, cell_dir) for cell_dir in dirs]
     if not rows:
         print(f"no cells under {args.root.resolve()}", file=sys.stderr)
         return 1
@@ -175,8 +176,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     counts = Counter(row[1].split(" ")[0].rstrip(",") for row in rows)
     bad = sum(n for status, n in counts.items() if status not in (*GOOD, "running", "pending", "interrupted"))
     print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-          + ("" if not bad else f"; {bad} not ok (see each cell.json / run.log)"))
+          + ("" if not bad else f"; {bad} not ok (each one's log: <cell>/run.log)"))
+    causes = failure_causes(args.root, dirs)
+    if causes:
+        print("\nwhy:\n" + "\n".join(causes))
     return 0
+
+
+def failure_causes(root: Path, dirs: Sequence[Path]) -> list[str]:
+    """``<cell>: <status>: <error>`` for each cell of ``dirs`` whose record holds an error (failed,
+    oom, refused by pre-flight): the cause, where the table has room only for the status."""
+    lines = []
+    for cell_dir in dirs:
+        record = read_cell(cell_dir) or {}
+        if record.get("error") and not is_complete(cell_dir):
+            lines.append(f"{cell_dir.relative_to(root)}: {record.get('status')}: {record['error']}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin import cut_at_stops, stop_strings
+from vcast.eval.plugin_args import check_frames
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
 from vcast.validation import check_choice, check_int
 
@@ -87,6 +88,7 @@ class VCastVLLM(lmms):
         from vcast.registry import get_method
 
         check_int("max_num_frames", max_num_frames, 1)
+        check_frames("vcast_vllm", max_num_frames)
         check_int("tensor_parallel_size", tensor_parallel_size, 1)
         if str(batch_size) == "auto" or int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
