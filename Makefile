@@ -28,7 +28,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory clean \
+.PHONY: setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -123,7 +123,7 @@ $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 demo: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
 	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
 	$(BIN)/python -m vcast.sweep.status results/demo
-	$(BIN)/python -m vcast.report build demo --kept-tokens --intervals --analysis --frames 16 --max-pixels 16384 --min-pixels 4096  # as configs/model/tiny_qwen3vl.yaml
+	$(BIN)/python -m vcast.report build demo   # the target's own outputs (vcast/report/products.py), figures at the cells' input
 	@cat results/demo/demo.md results/demo/demo-analysis.md
 
 $(REPORT_TABLES): table-%: $(STAMP)
@@ -176,6 +176,13 @@ bench-memory: $(STAMP)
 
 bench-prefill: $(STAMP)
 	$(BIN)/python scripts/bench_prefill.py
+
+# The GPU check kit (docs/gpu.md): CUDA tests, smoke of every method, memory, the efficiency table at real
+# size, selection times. Runs as it is on a GPU node or the lent device (its python3, this repository on
+# PYTHONPATH, no .venv); without CUDA, the same in CPU mode with small dimensions. Writes to $OUT when set,
+# else results/gpu/.
+gpu-check:
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m vcast.gpucheck
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis $(CHECKPOINTS)

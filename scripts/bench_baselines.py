@@ -24,58 +24,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
-
-import torch
 
 import vcast
-from vcast.models.vision_probe import stand_in_inputs
-from vcast.registry import is_token_method, method_inputs
-from vcast.synthetic_features import synthetic_video_features
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-CLIPS = ("noise", "scenes")
-SCENE_CUTS = (0.30, 0.55, 0.80)  # --clip scenes: where the scenes change, as fractions of T
-
-
-def timed(call, device: str, repeats: int, warmup: int) -> tuple[float, object]:
-    for _ in range(warmup):
-        call()
-    seconds, result = [], None
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = call()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), result
-
-
-def make_clip(clip: str, frames: int, tokens: int, dim: int) -> torch.Tensor:
-    """``[T, P, D]`` float32 tokens of ``--clip`` (seed 0)."""
-    if clip == "noise":
-        return torch.randn(frames, tokens, dim, generator=torch.Generator().manual_seed(0))
-    cuts = tuple(sorted({max(1, round(frames * f)) for f in SCENE_CUTS} - {frames})) if frames > 1 else ()
-    return synthetic_video_features(frames, tokens, dim, scene_cuts=cuts, event_start=frames // 10,
-                                    event_length=max(1, frames // 32), seed=0).features
+from vcast.gpucheck import selection  # the timing functions, shared with the GPU check kit
+from vcast.gpucheck.selection import CLIPS, DTYPES
+from vcast.registry import is_token_method
 
 
 def time_methods(methods: list[str], args: argparse.Namespace, num_frames: int) -> dict[str, tuple[float, int, bool]]:
     """``{method: (median seconds, tokens kept, merges)}`` of each method on one ``num_frames`` clip."""
-    frames = make_clip(args.clip, num_frames, args.side * args.side, args.dim).to(args.device, DTYPES[args.dtype])
-    results = {}
-    for method in methods:
-        ratio = 0.25 if method.endswith("_2x2") else args.ratio  # these fix their own ratio
-        extra = {name: value.to(args.device) if isinstance(value, torch.Tensor) else value
-                 for name, value in stand_in_inputs(method_inputs(method), num_frames, (args.side, args.side), 72,
-                                                    torch.Generator().manual_seed(1)).items()}
-        seconds, selection = timed(lambda: vcast.select(frames, ratio, method=method, **extra), args.device,
-                                   args.repeats, args.warmup)
-        results[method] = (seconds, int(selection.keep.numel()), selection.merges)
-    return results
+    return selection.time_methods(methods, num_frames, args.side, args.dim, args.ratio, args.dtype, args.device,
+                                  args.clip, args.repeats, args.warmup)
 
 
 def print_sweep(methods: list[str], frame_counts: list[int], runs: dict[int, dict[str, tuple[float, int, bool]]]) -> None:

@@ -35,29 +35,13 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_prefill import measure, processor_batch, synthetic_clip  # noqa: E402
+from bench_prefill import processor_batch, synthetic_clip  # noqa: E402
 
-import vcast  # noqa: E402
-from vcast.models.meters import PeakMemory  # noqa: E402
+from vcast.gpucheck.memory import prefill  # noqa: E402
 from vcast.testing import ARCHS, build_tiny_checkpoint  # noqa: E402
 
 logger = logging.getLogger("bench_memory")
 METHODS = ("vanilla", "vcast", "flashvid", "fastv")
-IN_LLM = ("flashvid", "fastv")
-
-
-def prefill(model: Any, inputs: Any, method: str, ratio: float, scores: str) -> tuple[float, float, int, Any]:
-    """(LLM prefill seconds, whole-call seconds, peak bytes, stats) of one prefill forward."""
-    params = {"scores": scores} if method in IN_LLM else {}
-    handle = vcast.models.attach(model, method, 1.0 if method == "vanilla" else ratio, **params)
-    try:
-        device = next(model.parameters()).device
-        seconds, peak, _ = measure(lambda: model(**inputs, use_cache=True, logits_to_keep=1).logits, device,
-                                   PeakMemory(device))
-        stats = handle.stats
-    finally:
-        handle.detach()
-    return stats.prefill_s, seconds, peak, stats
 
 
 def main(argv: list[str] | None = None) -> int:

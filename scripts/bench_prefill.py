@@ -25,20 +25,18 @@ same logits, so it compares like with like.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 import vcast
-from vcast.models.meters import PeakMemory
+from vcast.models.meters import PeakMemory, measure
 from vcast.models.reference import encode, mrope_positions, pruned_inputs, survivors, with_text_row
 from vcast.testing import ARCHS, build_tiny_checkpoint
 
@@ -77,37 +75,6 @@ def full_inputs(model: Any, inputs: Any, encoded: dict[str, Any]) -> dict[str, A
         kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"]
         kwargs["position_ids"] = with_text_row(mrope_positions(model, inputs))
     return kwargs
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * 4096
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc), so the next call's peak RSS shows what it
-    allocates instead of reusing what an earlier variant left in the heap."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def measure(run: Callable[[], torch.Tensor], device: torch.device, meter: PeakMemory) -> tuple[float, int, torch.Tensor]:
-    """(seconds, peak bytes above the memory in use before the call, last-token logits)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-    else:
-        _release_free_memory()
-        before = _rss_bytes()
-    meter.reset()
-    start = time.perf_counter()
-    logits = run()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    return seconds, max(meter.read() - before, 0), logits
 
 
 def main(argv: list[str] | None = None) -> int:

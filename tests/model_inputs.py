@@ -7,6 +7,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from transformers.video_utils import VideoMetadata
 
+from vcast.models.reference import probe_video  # noqa: F401  (re-exported for the tests)
+
 FPS = 4.0
 # Qwen3-VL tiny processors cap a clip at 16 merged cells; lift the cap so an 8x128x128 clip
 # keeps its 4 temporal patches x 8x8 patches = 4 x 16 tokens.
@@ -49,22 +51,3 @@ def batch(arch: str, processor: Any, questions: Sequence[str], videos: Sequence[
     if image_list:
         kwargs["images"] = image_list
     return processor(**kwargs)
-
-
-def probe_video(model: Any, inputs: Any) -> tuple[Any, list]:
-    """Encode ``inputs``' video with a bare :class:`vcast.models.vision_probe.VisionProbe` attached:
-    (the encoder's pooled video output, the probe's records of the call)."""
-    import torch
-
-    from vcast.models.attach import adapter_class
-    from vcast.models.reference import encode
-    from vcast.models.vision_probe import VisionProbe
-
-    probe = VisionProbe(adapter_class(model)(model, None, False), attention=True)
-    try:
-        with torch.no_grad():
-            pooled = encode(model, inputs)["video"].pooler_output
-        records = probe.take()
-    finally:
-        probe.remove()
-    return pooled, records

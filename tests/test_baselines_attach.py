@@ -17,10 +17,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
 import vcast  # noqa: E402
-from tests.model_inputs import batch, clip, probe_video  # noqa: E402
+from tests.model_inputs import batch, clip  # noqa: E402
 from vcast.models.attach import adapter_class  # noqa: E402
-from vcast.models.reference import encode, pruned_inputs, survivors  # noqa: E402
-from vcast.models.vision_probe import inputs_for_videos  # noqa: E402
+from vcast.models.reference import encode, encoder_selection, pruned_inputs, survivors  # noqa: E402
 from vcast.registry import is_token_method, method_inputs  # noqa: E402
 
 # Methods that work before the language model (the in-LLM ones: tests/test_baselines_in_llm.py).
@@ -47,11 +46,7 @@ def models(tiny_dirs: dict[str, Path]) -> dict[str, tuple[Any, Any, Any]]:
 
 def expected_selection(model: Any, inputs: Any, adapter: Any, method: str) -> vcast.Selection:
     """The compressor on the encoder's [T, P, D] video tokens, with inputs read by a bare probe."""
-    pooled, records = probe_video(model, inputs)
-    tokens = pooled[0] if adapter.family != "LLaVA-OneVision" else pooled[0, :-1]  # LLaVA: drop the newline
-    frames, per_frame = records[-1].units[0]  # one video: one (T, P)
-    (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method), adapter.family)
-    return vcast.select(tokens.reshape(frames, per_frame, -1), RATIO, method=method, **extra)
+    return encoder_selection(model, inputs, method, RATIO)
 
 
 def generate(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,9 +23,9 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 
 import vcast  # noqa: E402
 from tests.llm_reference import capture_language_model_inputs, naive_logits, video_columns  # noqa: E402
-from tests.model_inputs import batch, clip, probe_video  # noqa: E402
-from vcast.models.vision_probe import inputs_for_videos  # noqa: E402
-from vcast.registry import is_llm_method, method_inputs, method_params  # noqa: E402
+from tests.model_inputs import batch, clip  # noqa: E402
+from vcast.models.reference import encoder_selection  # noqa: E402
+from vcast.registry import is_llm_method, method_params  # noqa: E402
 
 IN_LLM = sorted(name for name in vcast.available_methods() if is_llm_method(name))
 ARCHS = ("qwen3_vl", "llava_onevision")
@@ -87,13 +87,7 @@ def test_in_llm_baseline_runs_drops_and_is_deterministic(method: str, arch: str,
 
     plan = handle_plan(model, method)
     if plan.pre_method is not None:  # the pre-LLM step is exactly that compressor on the encoder's tokens
-        pooled, records = probe_video(model, inputs)
-        tokens = pooled[0] if arch == "qwen3_vl" else pooled[0, :-1]  # LLaVA: drop the newline
-        frames, per_frame = records[-1].units[0]
-        (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(plan.pre_method),
-                                     "Qwen3-VL" if arch == "qwen3_vl" else "LLaVA-OneVision")
-        expected = vcast.select(tokens.reshape(frames, per_frame, -1), plan.pre_ratio, method=plan.pre_method,
-                                **plan.pre_params, **extra)
+        expected = encoder_selection(model, inputs, plan.pre_method, plan.pre_ratio, **plan.pre_params)
         assert video.keep.tolist() == expected.keep.tolist()
     else:
         assert video.kept == video.total

@@ -3,7 +3,9 @@ paper's efficiency table).
 
 Each rank appends one JSON line per ``generate`` call to ``<dir>/rank<r>.jsonl``. Times are
 seconds: ``vision_s`` / ``prefill_s`` / ``decode_s`` come from the pruning handle's meters (CUDA
-events on GPU), ``generate_s`` is the wall time of the whole ``generate`` call (synchronised).
+events on GPU), ``generate_s`` is the wall time of the whole ``generate`` call (synchronised),
+``prepare_s`` the wall time of reading and preprocessing the call's videos (maybe ahead, in the
+prefetch thread) and ``wait_s`` how long the request loop waited for them.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ class CallRecord:
     # those of the unpruned model (vcast.eval.input_budget); video_tokens_total is then the
     # unpruned model's count. None for every other method.
     input_budget: Optional[list[dict[str, Any]]] = None
+    # The batch's video reading + preprocessing (decord, the HF processor) wall time, in the
+    # prefetch worker or inline, and how long the request loop waited for it (vcast.eval.prefetch):
+    # with prefetching, wait_s falls towards 0 as reading hides behind the model. None in records
+    # from before they were kept, and from the vLLM plugin (which reads inside its own call).
+    prepare_s: Optional[float] = None
+    wait_s: Optional[float] = None
+    # Theoretical prefill TFLOPs of the call, summed over its items (vcast.models.flops: from the
+    # model config and the call's real token counts, per layer for in-LLM methods; the same on CPU
+    # and GPU): the vision path and the language model. None in older records and from the vLLM plugin.
+    vision_tflops: Optional[float] = None
+    llm_tflops: Optional[float] = None
 
 
 class EfficiencyLog:
@@ -88,6 +101,14 @@ def _mean_per_item(records: list[dict[str, Any]], key: str, items: int) -> Optio
     return sum(values) / items
 
 
+def _sum_or_none(records: list[dict[str, Any]], key: str) -> Optional[float]:
+    """Sum of ``key`` over ``records``; None when there are none or any lacks it (older records)."""
+    values = [r.get(key) for r in records]
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(values))
+
+
 def _weighted_retention(records: list[dict[str, Any]]) -> Optional[float]:
     """The layer-averaged retention over every video token of the cell (calls weighted by their tokens)."""
     pairs = [(r.get("layer_retention"), r["video_tokens_total"]) for r in records]
@@ -103,6 +124,11 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     in a data-parallel cell: device time, not wall time); ``total_latency_s`` is the wall time
     of the whole evaluation (``wall_s``), ``throughput_items_per_s`` = items / that;
     ``peak_memory_mb`` the maximum over calls and ranks; token counts are means per item.
+    ``prepare_latency_s`` sums the calls' video reading + preprocessing (where total time goes
+    besides the model: with prefetching it overlaps the model, and ``prepare_wait_s``, the loop's
+    waits for it, is the part that does not); None for records that lack them.
+    ``vision_tflops_per_item`` / ``llm_tflops_per_item`` / ``prefill_tflops_per_item`` (their sum)
+    are the theoretical prefill TFLOPs per item (:mod:`vcast.models.flops`); None when a record lacks them.
 
     In a data-parallel run lmms-eval pads the ranks to equal request counts by repeating a
     request; a call whose documents were all seen already is such padding and is left out, so a
@@ -126,6 +152,8 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
         "prefill_latency_s": sum(r["prefill_s"] for r in records),
         "generation_latency_s": sum(r["decode_s"] for r in records),
         "generate_latency_s": sum(r["generate_s"] for r in records),
+        "prepare_latency_s": _sum_or_none(records, "prepare_s"),
+        "prepare_wait_s": _sum_or_none(records, "wait_s"),
         "total_latency_s": wall_s,
         "throughput_items_per_s": (items / wall_s) if wall_s and items else None,
         "peak_memory_mb": max(peaks) if peaks else None,
@@ -136,8 +164,12 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
         "output_tokens": sum(r["output_tokens"] for r in records),
         "mean_video_tokens_final": _mean_per_item(records, "video_tokens_final", items),
         "layer_retention": _weighted_retention(records),
+        "vision_tflops_per_item": _mean_per_item(records, "vision_tflops", items),
+        "llm_tflops_per_item": _mean_per_item(records, "llm_tflops", items),
         "per_task": per_task(records),
     }
+    vision, llm = out["vision_tflops_per_item"], out["llm_tflops_per_item"]
+    out["prefill_tflops_per_item"] = None if vision is None or llm is None else vision + llm
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -24,12 +25,14 @@ from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.input_budget import INPUT_BUDGET, reference_video_tokens
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
+from vcast.eval.plugin_args import ATTN_IMPLEMENTATIONS, DTYPE_NAMES
+from vcast.eval.prefetch import Prefetcher
 from vcast.eval.video import UNREADABLE_VIDEO
+from vcast.models.flops import TERA, PrefillFlops, call_prefill_flops, vision_units
 
 logger = logging.getLogger(__name__)
 
-ATTN_IMPLEMENTATIONS = (None, "sdpa", "eager", "flash_attention_2")
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def _device_and_map(device: Optional[str], device_map: Optional[str], local_rank: int,
@@ -65,6 +68,19 @@ def cut_at_stops(text: str, stops: list[str]) -> str:
     return text
 
 
+@dataclass
+class PreparedBatch:
+    """One batch made ready for the model (by :meth:`VCastLMM._prepare_batch`, maybe in the
+    prefetch worker): ``readable`` indices of the requests whose visuals read, their processor
+    ``inputs`` (None when none read), and ``missing`` ``(task, doc_id, error)`` of the others, for
+    the request loop to record when it reaches the batch (so the record order and the log stay the
+    serial run's, whatever was prepared ahead)."""
+
+    readable: list[int]
+    inputs: Any
+    missing: list[tuple[str, Any, Exception]] = field(default_factory=list)
+
+
 class VCastLMM(lmms):
     """Base of ``vcast_qwen3_vl`` and ``vcast_llava_ov`` (simple, ``generate_until`` only).
 
@@ -78,7 +94,10 @@ class VCastLMM(lmms):
     ``missing_visuals`` (``skip``, default: an item whose video is missing or undecodable is
     answered empty and recorded, see :mod:`vcast.eval.missing_visuals`; ``fail``: it fails the run),
     ``warmup`` (default true: generate two tokens for the first batch once, untimed, so one-time
-    costs such as kernel selection are not charged to the first item).
+    costs such as kernel selection are not charged to the first item), ``prefetch`` (default 2:
+    batches whose videos are read and preprocessed ahead, in a background thread, while the model
+    runs the current one, see :mod:`vcast.eval.prefetch`; 0: each batch is read when its turn
+    comes, serially with the model; same answers and records either way).
     """
 
     is_simple = True
@@ -100,6 +119,7 @@ class VCastLMM(lmms):
         efficiency_dir: Optional[str] = None,
         missing_visuals: str = "skip",
         warmup: bool = True,
+        prefetch: int = 2,
         use_cache: bool = True,
         max_batch_size: Optional[int] = None,  # passed by lmms-eval's CLI; unused
         **method_params: Any,
@@ -119,6 +139,7 @@ class VCastLMM(lmms):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         get_method(method)  # an unknown name fails here, before the model is loaded
         check_choice("missing_visuals", missing_visuals, MISSING_POLICIES)
+        check_int("prefetch", prefetch, 0)
         if ratio is None:
             ratio = 1.0 if method == "vanilla" else 0.25
         # An input method prunes nothing: the model runs unpruned on the smaller input.
@@ -142,6 +163,7 @@ class VCastLMM(lmms):
         self.batch_size_per_gpu = int(batch_size)
         self.use_cache = use_cache
         self._needs_warmup = bool(warmup)
+        self.prefetch = prefetch
 
         load_kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
         if attn_implementation is not None:
@@ -219,60 +241,86 @@ class VCastLMM(lmms):
     # The request loop ---------------------------------------------------------------------------
     def generate_until(self, requests: list[Instance]) -> list[str]:
         """lmms-eval's order and batching (longest prompt first, grouped by gen_kwargs), greedy
-        unless the task asks otherwise; answers cut at the task's ``until`` strings."""
+        unless the task asks otherwise; answers cut at the task's ``until`` strings.
+
+        Each batch's videos are read and preprocessed by :meth:`_prepare_batch`, up to
+        ``prefetch`` batches ahead in a background thread (:class:`vcast.eval.prefetch.Prefetcher`:
+        same order, an error raised at its own batch); its unreadable items are recorded here,
+        when the loop reaches the batch, as in a serial run."""
 
         def by_length(args: tuple) -> tuple[int, str]:
             return -len(self.tokenizer.encode(args[0])), args[0]
 
         ordered = lmms_utils.Collator([request.args for request in requests], by_length, grouping=True)
+        # All batches up front (the prompts' order and grouping; no video is read here): the sort
+        # encodes every prompt in this thread before the worker starts, so while it runs only the
+        # worker encodes (and sets the tokenizer's padding); this thread only decodes.
+        chunks = list(ordered.get_batched(n=self.batch_size, batch_fn=None))
         answers: list[str] = []
         progress = tqdm(total=len(requests), disable=self.rank != 0, desc=f"{self.method} r={self.ratio:g}")
-        for chunk in ordered.get_batched(n=self.batch_size, batch_fn=None):
-            contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
-            # Each request's own doc_to_visual: a task group (MVBench's 20 subtasks) batches requests
-            # of several tasks, each reading its videos from its own folder.
-            visuals = [self._visuals(to_visual, task, split, doc_id)
-                       for to_visual, task, split, doc_id in zip(doc_to_visual, tasks, splits, doc_ids)]
-            gen_kwargs = dict(all_gen_kwargs[0])
-            until = self._until(gen_kwargs)
-            readable, inputs = self._prepare_readable(list(contexts), visuals, tasks, doc_ids)
-            texts = [""] * len(chunk)  # an unreadable item's answer: empty, scored as the task scores it
-            if readable:
-                inputs = inputs.to(self._device)
-                if self._needs_warmup:
-                    self._needs_warmup = False
-                    with torch.inference_mode():
-                        self._model.generate(**inputs, **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
-                generated = self._generate(inputs, gen_kwargs, [tasks[i] for i in readable],
-                                           [doc_ids[i] for i in readable])
-                for index, text in zip(readable, generated):
-                    texts[index] = text
-            for text, context in zip(texts, contexts):
-                text = cut_at_stops(text, until)
-                answers.append(text)
-                self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
-            progress.update(len(chunk))
+        with Prefetcher(chunks, self._prepare_batch, self.prefetch, name=f"vcast-prefetch-rank{self.rank}") as batches:
+            for prepared in batches:
+                chunk, batch = prepared.item, prepared.value
+                contexts, all_gen_kwargs, _, doc_ids, tasks, _ = zip(*chunk)
+                for task, doc_id, error in batch.missing:
+                    self.missing.add(task, doc_id, error)
+                gen_kwargs = dict(all_gen_kwargs[0])
+                until = self._until(gen_kwargs)
+                readable = batch.readable
+                texts = [""] * len(chunk)  # an unreadable item's answer: empty, scored as the task scores it
+                if readable:
+                    inputs = batch.inputs.to(self._device)
+                    if self._needs_warmup:
+                        self._needs_warmup = False
+                        with torch.inference_mode():
+                            self._model.generate(**inputs,
+                                                 **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
+                    generated = self._generate(inputs, gen_kwargs, [tasks[i] for i in readable],
+                                               [doc_ids[i] for i in readable],
+                                               prepare_s=prepared.prepare_s, wait_s=prepared.wait_s)
+                    for index, text in zip(readable, generated):
+                        texts[index] = text
+                for text, context in zip(texts, contexts):
+                    text = cut_at_stops(text, until)
+                    answers.append(text)
+                    self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+                progress.update(len(chunk))
         progress.close()
         self._log_totals()
         return ordered.get_original(answers)
 
-    def _visuals(self, to_visual: Any, task: str, split: str, doc_id: Any) -> Optional[list[Any]]:
-        """The request's visuals from its own task's doc; None (recorded) when the task itself
-        reports the file missing (``FileNotFoundError``) and ``missing_visuals=skip``."""
+    def _prepare_batch(self, chunk: list[tuple]) -> PreparedBatch:
+        """Read and preprocess one batch of lmms-eval request args (the prefetch worker's job, or
+        inline under ``prefetch=0``). Side-effect free: unreadable items come back in ``missing``
+        for the request loop to record; under ``missing_visuals=fail`` the first one raises."""
+        contexts, _, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
+        missing: list[tuple[str, Any, Exception]] = []
+        # Each request's own doc_to_visual: a task group (MVBench's 20 subtasks) batches requests
+        # of several tasks, each reading its videos from its own folder.
+        visuals = [self._visuals(to_visual, task, split, doc_id, missing)
+                   for to_visual, task, split, doc_id in zip(doc_to_visual, tasks, splits, doc_ids)]
+        readable, inputs = self._prepare_readable(list(contexts), visuals, tasks, doc_ids, missing)
+        return PreparedBatch(readable, inputs, missing)
+
+    def _visuals(self, to_visual: Any, task: str, split: str, doc_id: Any,
+                 missing: list[tuple[str, Any, Exception]]) -> Optional[list[Any]]:
+        """The request's visuals from its own task's doc; None (appended to ``missing``) when the
+        task itself reports the file missing (``FileNotFoundError``) and ``missing_visuals=skip``."""
         try:
             return list(to_visual(self.task_dict[task][split][doc_id]) or [])
         except FileNotFoundError as error:
             if self.missing_policy == "fail":
                 raise
-            self.missing.add(task, doc_id, error)
+            missing.append((task, doc_id, error))
             return None
 
     def _prepare_readable(self, contexts: list[str], visuals: list[Optional[list[Any]]], tasks: tuple,
-                          doc_ids: tuple) -> tuple[list[int], Any]:
+                          doc_ids: tuple, missing: list[tuple[str, Any, Exception]]) -> tuple[list[int], Any]:
         """``(indices of the requests whose videos read, their processor inputs)``.
 
         The batch is prepared whole; only when a video cannot be read is each request tried alone,
-        so the unreadable ones are recorded (or, under ``missing_visuals=fail``, raised)."""
+        so the unreadable ones are appended to ``missing`` (or, under ``missing_visuals=fail``,
+        raised)."""
         candidates = [i for i, items in enumerate(visuals) if items is not None]
         if not candidates:
             return [], None
@@ -282,14 +330,14 @@ class VCastLMM(lmms):
             if self.missing_policy == "fail":
                 raise
             if len(candidates) == 1:
-                self.missing.add(tasks[candidates[0]], doc_ids[candidates[0]], error)
+                missing.append((tasks[candidates[0]], doc_ids[candidates[0]], error))
                 return [], None
         readable = []
         for index in candidates:
             try:
                 self._prepare([contexts[index]], [visuals[index]])
             except UNREADABLE_VIDEO as error:
-                self.missing.add(tasks[index], doc_ids[index], error)
+                missing.append((tasks[index], doc_ids[index], error))
                 continue
             readable.append(index)
         if not readable:
@@ -326,7 +374,10 @@ class VCastLMM(lmms):
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
 
-    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], tasks: list[str], doc_ids: list[int]) -> list[str]:
+    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], tasks: list[str], doc_ids: list[int],
+                  prepare_s: Optional[float] = None, wait_s: Optional[float] = None) -> list[str]:
+        """Generate for one prepared batch and record the call; ``prepare_s`` / ``wait_s``: the
+        batch's reading + preprocessing time and how long the loop waited for it (the record's)."""
         self._synchronize()
         start = time.perf_counter()
         with torch.inference_mode():
@@ -334,11 +385,13 @@ class VCastLMM(lmms):
         self._synchronize()
         wall = time.perf_counter() - start
         new_tokens = output[:, inputs["input_ids"].shape[1]:]
-        self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None))
+        self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None),
+                     prepare_s=prepare_s, wait_s=wait_s, flops=self._prefill_flops(inputs))
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor,
-                input_budget: Optional[list[dict[str, Any]]] = None) -> None:
+                input_budget: Optional[list[dict[str, Any]]] = None, prepare_s: Optional[float] = None,
+                wait_s: Optional[float] = None, flops: Optional[PrefillFlops] = None) -> None:
         """One efficiency record for the call; ``tasks[i]`` is the task of ``doc_ids[i]`` (a task
         group's batch mixes tasks, and doc ids repeat across them). Under an input method,
         ``input_budget`` (per video, see :mod:`vcast.eval.input_budget`) makes the total the
@@ -354,7 +407,7 @@ class VCastLMM(lmms):
         self.efficiency.add(CallRecord(
             task=",".join(sorted(set(tasks))), doc_ids=doc_ids, tasks=list(tasks), items=len(doc_ids),
             vision_s=stats.vision_s, selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s,
-            generate_s=wall,
+            generate_s=wall, prepare_s=prepare_s, wait_s=wait_s,
             decode_steps=stats.decode_steps, output_tokens=produced,
             peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
             timer=stats.timer, video_tokens_total=total,
@@ -362,7 +415,26 @@ class VCastLMM(lmms):
             prompt_tokens_after=list(stats.tokens_after), video_tokens_final=stats.final_video_tokens,
             layer_retention=stats.kept_video_tokens / total if input_budget else stats.layer_retention,
             input_budget=input_budget or None,
+            vision_tflops=None if flops is None else flops.vision / TERA,
+            llm_tflops=None if flops is None else flops.llm / TERA,
         ))
+
+    def _prefill_flops(self, inputs: Any) -> Optional[PrefillFlops]:
+        """The call's theoretical prefill FLOPs (:mod:`vcast.models.flops`): the vision path over
+        the videos and images ``inputs`` hold, the language model per item over the lengths its
+        layers saw (the handle's stats; a prompt without videos: its unpadded length)."""
+        stats = self.handle.stats
+        if stats is None:
+            return None
+        config = self._model.config
+        layers = int(config.get_text_config().num_hidden_layers)
+        lengths = stats.layer_lengths(layers)
+        if not lengths:
+            mask = inputs.get("attention_mask")
+            rows = (mask.sum(1).tolist() if mask is not None
+                    else [inputs["input_ids"].shape[1]] * inputs["input_ids"].shape[0])
+            lengths = [[int(n)] * layers for n in rows]
+        return call_prefill_flops(config, vision_units(config, inputs), lengths)
 
     def _log_totals(self) -> None:
         """Averages into lmms-eval's ``results["throughput"]`` (``avg_<key>``) via ``log_metrics``."""

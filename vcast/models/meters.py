@@ -3,15 +3,17 @@
 On CUDA a time mark is a recorded event, resolved only when the numbers are read (so hooks
 never synchronise the device); on CPU it is ``time.perf_counter()``. Peak memory is CUDA's
 max-allocated counter, or on CPU the process's peak resident set size, reset per call through
-``/proc/self/clear_refs`` where Linux allows it.
+``/proc/self/clear_refs`` where Linux allows it. :func:`measure` times one whole call from the
+outside (the benchmarks and :mod:`vcast.gpucheck`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import resource
 import time
-from typing import Union
+from typing import Any, Callable, Union
 
 import torch
 
@@ -93,3 +95,35 @@ class PeakMemory:
             # ru_maxrss is in KiB on Linux.
             return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
         return peak
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def _release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc), so the next call's peak RSS shows what it
+    allocates instead of reusing what an earlier variant left in the heap."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def measure(run: Callable[[], Any], device: torch.device, meter: PeakMemory) -> tuple[float, int, Any]:
+    """(seconds, peak bytes above the memory in use before the call, what ``run`` returned): one
+    call timed from the outside (CUDA synchronised before and after)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+    else:
+        _release_free_memory()
+        before = _rss_bytes()
+    meter.reset()
+    start = time.perf_counter()
+    result = run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    return seconds, max(meter.read() - before, 0), result

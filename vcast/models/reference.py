@@ -7,8 +7,9 @@ and the kept tokens' position ids (Qwen3-VL: the full prompt's MRoPE (t, h, w), 
 renumbered; LLaVA: original indices, or none for compact numbering). ``generate`` on these
 continues positions exactly as the hooked model does.
 
-Used by the tests (hooked generate == this) and by ``scripts/bench_prefill.py`` (the "ideal"
-prefill that costs no machinery).
+Used by the tests (hooked generate == this), by the GPU check kit (:mod:`vcast.gpucheck`) and by
+``scripts/bench_prefill.py`` (the "ideal" prefill that costs no machinery). For a merging method,
+:func:`encoder_selection` gives the tokens the hooks must write (``pruned_inputs(video_tokens=...)``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import nn
 
 from vcast.models.adapter import flat_tokens
 from vcast.models.stats import CallStats
+from vcast.selection import Selection
 
 
 def survivors(stats: CallStats, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -118,3 +120,37 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
     elif positions == "original":
         kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device)[row][None]
     return kwargs
+
+
+def probe_video(model: nn.Module, inputs: Mapping[str, Any]) -> tuple[Any, list]:
+    """Encode ``inputs``' video with a bare :class:`vcast.models.vision_probe.VisionProbe` attached
+    (no pruning): (the encoder's pooled video output, the probe's records of the call)."""
+    from vcast.models.attach import adapter_class
+    from vcast.models.vision_probe import VisionProbe
+
+    probe = VisionProbe(adapter_class(model)(model, None, False), attention=True)
+    try:
+        with torch.no_grad():
+            pooled = encode(model, inputs)["video"].pooler_output
+        records = probe.take()
+    finally:
+        probe.remove()
+    return pooled, records
+
+
+def encoder_selection(model: nn.Module, inputs: Mapping[str, Any], method: str, ratio: float,
+                      **params: Any) -> Selection:
+    """Compressor ``method`` on the vision encoder's own ``[T, P, D]`` tokens of the ONE video in
+    ``inputs`` (LLaVA: without the trailing newline), with the model inputs it declares read by a
+    bare probe: what ``attach`` must choose, and, for a merging method, the tokens it must write."""
+    from vcast.api import select
+    from vcast.models.attach import adapter_class
+    from vcast.models.vision_probe import inputs_for_videos
+    from vcast.registry import method_inputs
+
+    family = adapter_class(model).family
+    pooled, records = probe_video(model, inputs)
+    tokens = pooled[0] if family != "LLaVA-OneVision" else pooled[0, :-1]
+    frames, per_frame = records[-1].units[0]  # one video: one (T, P)
+    (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method, params.get("variant")), family)
+    return select(tokens.reshape(frames, per_frame, -1), ratio, method=method, **params, **extra)

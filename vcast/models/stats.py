@@ -120,6 +120,20 @@ class CallStats:
         return layer_averaged_retention(self.kept_video_tokens / total, [stage.layer for stage in self.llm_stages],
                                         [sum(stage.kept) / total for stage in self.llm_stages], self.num_layers)
 
+    def layer_lengths(self, num_layers: int) -> list[list[int]]:
+        """``[samples][num_layers]``: the real (unpadded) prompt length each decoder layer processes
+        at prefill, per sample: ``tokens_after``, less, from each in-LLM stage's layer on, the video
+        tokens dropped or merged away there (exact: the stages record each row's kept count).
+        Empty when the call recorded no prompt lengths (a prompt without videos)."""
+        out = []
+        for sample, length in enumerate(self.tokens_after):
+            entered = sum(s.kept for s in self.videos if s.sample == sample)
+            lengths = [length] * num_layers
+            for stage in self.llm_stages:
+                lengths[stage.layer:] = [length - entered + stage.kept[sample]] * (num_layers - stage.layer)
+            out.append(lengths)
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: tensors become lists."""
         out = asdict(self)

@@ -1,10 +1,13 @@
 """A results tree (the sweep's cells) as one tidy DataFrame.
 
 One row per (cell, benchmark): ``experiment, model, frames, ratio, method, task, benchmark,
-value, status, cell, profile, variant, limit, missing_videos`` (``profile``: ``reproduce`` or
+value, status, cell, profile, variant, limit, missing_videos, memory_source`` (``profile``: ``reproduce`` or
 ``clean``, the sweep's; ``variant``: the method's variant; cells from before variants read as
 ``reproduce`` / ``paper``; ``limit``: the ``limit`` of a partial (smoke) run, NaN for a full
-one; ``missing_videos``: items whose video could not be read). ``status`` is the cell's (``ok``, ``oom``, ``failed``); an OOM or failed cell still
+one; ``missing_videos``: items whose video could not be read; ``memory_source``: what the peak
+memory measured, cell.json's ``efficiency.memory_source`` (``cuda_max_allocated`` on a GPU,
+``process_peak_rss`` on CPU), empty when not recorded). ``status`` is the cell's (``ok``,
+``oom``, ``failed``); an OOM or failed cell still
 yields one row per benchmark of its task, with ``value`` NaN, so tables can print ``OOM``. Efficiency figures of a finished cell are rows too (``PrefillLatency_s`` ...,
 ``SelectionLatency_s`` and ``SelectionPctPrefill``: the method's own selection time, and it in
 percent of the prefill time).
@@ -32,16 +35,19 @@ from vcast.variants import PAPER
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell",
-           "profile", "variant", "limit", "missing_videos"]
+           "profile", "variant", "limit", "missing_videos", "memory_source"]
 KEY = ["experiment", "model", "frames", "ratio", "method"]
 # cell.json "efficiency" field -> the paper's efficiency column.
 EFFICIENCY_COLUMNS = {
     "prefill_latency_s": "PrefillLatency_s",
     "selection_latency_s": "SelectionLatency_s",  # the method's own work: finding, scoring, re-laying tokens
     "generation_latency_s": "GenerationLatency_s",
+    "prepare_latency_s": "PrepareLatency_s",  # the harness's video reading + preprocessing (vcast.eval.prefetch)
     "total_latency_s": "TotalLatency_s",
     "peak_memory_mb": "PeakMemory_MB",
     "throughput_items_per_s": "Throughput_items_per_s",
+    # Theoretical prefill TFLOPs per item, vision encoder + LLM (vcast.models.flops; not in the paper).
+    "prefill_tflops_per_item": "PrefillTFLOPs",
 }
 # Budget honesty: tokens the method really kept (cell.json "efficiency"), shown with --kept-tokens.
 KEPT_TOKENS, KEPT_PERCENT = "KeptTokens", "KeptPct"
@@ -70,6 +76,7 @@ def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: Task
         "variant": str(spec.get("variant") or PAPER),
         "limit": math.nan if spec.get("limit") is None else float(spec["limit"]),
         "missing_videos": int((record.get("missing_visuals") or {}).get("count") or 0),
+        "memory_source": str((record.get("efficiency") or {}).get("memory_source") or ""),
     }
     status = record.get("status")
     if status in FAILED_STATUSES:

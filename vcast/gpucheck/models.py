@@ -1,0 +1,202 @@
+"""Random-weight models at the published sizes, and video prompts built directly as tensors.
+
+Timing does not depend on the weights once the token counts are fixed: every method here keeps a
+fixed share of the video tokens (or, in the LLM, drops a fixed number at fixed layers), so the
+vision encoder, the LLM prefill and each decoding step do the same work with random weights as
+with the released ones. So the efficiency table needs no download: the model is built from a
+config with the published hyper-parameters, directly on the device, in bf16.
+
+The prompt is built as tensors too (no processor, no video decode): ``input_ids`` laid out as the
+model's processor lays out one video (Qwen3-VL: a ``<t seconds>`` timestamp of 6 text tokens,
+``<|vision_start|>``, the frame's video tokens and ``<|vision_end|>`` per temporal patch; LLaVA-
+OneVision: one run of ``<video>`` tokens, the trailing newline included), wrapped in a chat-like
+text of 38 tokens, and pixels of the right shape: two "scenes" (a cut half-way), each a random
+image plus a little noise per frame, so neighbouring frames are alike as in a video. The text
+tokens are stand-ins (ids in the ASCII byte range, ordinary text tokens in every vocabulary used
+here): only their number matters for timing.
+
+``size``: ``"real"`` (Qwen3-VL-8B-Instruct, LLaVA-OneVision-Qwen2-7B) or ``"tiny"`` (the same
+configs with the tiny checkpoints' widths and depths, :func:`vcast.testing.checkpoint_spec`; the
+kit's CPU mode).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+
+from vcast.testing import checkpoint_spec
+
+SIZES = ("real", "tiny")
+
+# Qwen/Qwen3-VL-8B-Instruct, config.json. transformers' Qwen3VLConfig defaults are NOT these (their
+# text model has 32 layers, 32 key/value heads and an MLP of 22016; the vision out_hidden_size is 3584).
+QWEN3_VL_8B: dict[str, Any] = {
+    "text_config": {
+        "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "hidden_act": "silu",
+        "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "attention_bias": False,
+        "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": [24, 20, 20],
+                            "mrope_interleaved": True},
+    },
+    "vision_config": {
+        "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+        "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 4096,
+        "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24], "hidden_act": "gelu_pytorch_tanh",
+    },
+    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653, "tie_word_embeddings": False,
+}
+
+# llava-hf/llava-onevision-qwen2-7b-ov-hf, config.json (Qwen2-7B text model, SigLIP so400m at 384 px
+# without its last layer; the video path pools each frame's 27 x 27 patches to 14 x 14).
+LLAVA_OV_7B: dict[str, Any] = {
+    "text_config": {
+        "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152128, "hidden_act": "silu",
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": False,
+    },
+    "vision_config": {
+        "model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+        "num_hidden_layers": 26, "num_attention_heads": 16, "image_size": 384, "patch_size": 14,
+        "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "vision_use_head": False,
+    },
+    "image_token_index": 151646, "video_token_index": 151647, "projector_hidden_act": "gelu",
+    "vision_feature_select_strategy": "full", "vision_feature_layer": -1, "vision_aspect_ratio": "anyres_max_9",
+    "image_grid_pinpoints": [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)],
+    "multimodal_projector_bias": True, "tie_word_embeddings": False,
+}
+
+TEXT_BEFORE, TEXT_AFTER, TIMESTAMP_TOKENS = 14, 24, 6  # stand-in text around the video; "<t seconds>"
+_TEXT_IDS = (32, 127)  # printable ASCII: byte tokens in every tokenizer used here
+
+
+def _check_size(size: str) -> None:
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; expected one of {SIZES}")
+
+
+def qwen3_vl_config(size: str = "real") -> Any:
+    """``Qwen3VLConfig`` of Qwen3-VL-8B-Instruct, or (``tiny``) the tiny checkpoint's widths on it."""
+    from transformers import Qwen3VLConfig
+
+    _check_size(size)
+    spec = copy.deepcopy(QWEN3_VL_8B)
+    if size == "tiny":
+        tiny = checkpoint_spec("qwen3_vl", "tiny")
+        text = dict(tiny["text"])
+        spec["text_config"]["rope_parameters"]["mrope_section"] = text.pop("mrope_section")
+        spec["text_config"].update(text)
+        spec["vision_config"].update(tiny["vision"], out_hidden_size=text["hidden_size"])
+    return Qwen3VLConfig(**spec)
+
+
+def llava_onevision_config(size: str = "real") -> Any:
+    """``LlavaOnevisionConfig`` of LLaVA-OneVision-Qwen2-7B, or (``tiny``) the tiny checkpoint's widths on it."""
+    from transformers import LlavaOnevisionConfig
+
+    _check_size(size)
+    spec = copy.deepcopy(LLAVA_OV_7B)
+    if size == "tiny":
+        tiny = checkpoint_spec("llava_onevision", "tiny")
+        spec["text_config"].update(tiny["text"])
+        spec["vision_config"].update(tiny["vision"])
+        side = tiny["vision"]["image_size"]
+        spec["image_grid_pinpoints"] = [[side * i, side * j] for i in range(1, 4) for j in range(1, 4)]
+    return LlavaOnevisionConfig(**spec)
+
+
+def random_model(config: Any, device: torch.device, dtype: torch.dtype, seed: int = 0) -> Any:
+    """The model of ``config`` with random weights, made directly on ``device`` in ``dtype``
+    (nothing is built on the host first), SDPA attention, greedy generation config."""
+    from transformers import GenerationConfig, LlavaOnevisionForConditionalGeneration, Qwen3VLForConditionalGeneration
+
+    classes = {"qwen3_vl": Qwen3VLForConditionalGeneration, "llava_onevision": LlavaOnevisionForConditionalGeneration}
+    if config.model_type not in classes:
+        raise ValueError(f"no random model for model_type {config.model_type!r}")
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = classes[config.model_type]._from_config(config, dtype=dtype, attn_implementation="sdpa")
+    text = config.text_config
+    model.generation_config = GenerationConfig(bos_token_id=text.bos_token_id, eos_token_id=text.eos_token_id,
+                                               pad_token_id=text.eos_token_id, do_sample=False)
+    return model.eval()
+
+
+def _is_qwen(config: Any) -> bool:
+    return str(config.model_type).startswith("qwen3_vl")
+
+
+def video_tokens(config: Any, frames: int, side: int) -> int:
+    """Video placeholder tokens of one ``frames``-frame clip of ``side`` px (LLaVA: its tower's size,
+    newline included)."""
+    vision = config.vision_config
+    if _is_qwen(config):
+        grid = side // vision.patch_size // vision.spatial_merge_size
+        return frames // vision.temporal_patch_size * grid * grid
+    pooled = math.ceil(vision.image_size // vision.patch_size / 2)
+    return frames * pooled * pooled + 1
+
+
+def _scenes(frames: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """``[frames, *shape]`` in [-1, 1]: a scene cut half-way, a little noise per frame."""
+    cut = max(1, frames // 2)
+    bases = torch.rand((2, *shape), generator=generator) * 2 - 1
+    scene = torch.tensor([0 if t < cut else 1 for t in range(frames)])
+    noisy = bases[scene] + 0.1 * torch.randn((frames, *shape), generator=generator)
+    return noisy.clamp(-1, 1)
+
+
+def video_inputs(config: Any, frames: int, side: int, device: torch.device, dtype: torch.dtype,
+                 seed: int = 0) -> dict[str, torch.Tensor]:
+    """One prompt with one ``frames``-frame video of ``side`` x ``side`` px, as ``generate`` takes it.
+
+    Qwen3-VL: ``frames`` must be a multiple of the temporal patch and ``side`` of the merged patch
+    (32 px): 448 px gives 28 x 28 patches, 14 x 14 = 196 tokens per temporal patch, and
+    ``video_grid_thw`` ``[[frames / 2, 28, 28]]``. LLaVA-OneVision: frames of the tower's input size
+    (``side`` must be it: the tower has learned position embeddings for one size).
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def text(n: int) -> list[int]:
+        return torch.randint(*_TEXT_IDS, (n,), generator=generator).tolist()
+
+    vision = config.vision_config
+    if _is_qwen(config):
+        temporal, patch, merge = vision.temporal_patch_size, vision.patch_size, vision.spatial_merge_size
+        if frames % temporal or side % (patch * merge):
+            raise ValueError(f"Qwen3-VL: frames must be a multiple of {temporal} and the side of {patch * merge} px, "
+                             f"got {frames} frames of {side} px")
+        steps, grid = frames // temporal, side // patch
+        per_step = (grid // merge) ** 2
+        ids = text(TEXT_BEFORE)
+        for _ in range(steps):
+            ids += text(TIMESTAMP_TOKENS) + [config.vision_start_token_id] + [config.video_token_id] * per_step
+            ids += [config.vision_end_token_id]
+        ids += text(TEXT_AFTER)
+        input_ids = torch.tensor([ids])
+        pixels = _scenes(steps, (grid * grid, vision.in_channels * temporal * patch * patch), generator)
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids),
+            "mm_token_type_ids": (input_ids == config.video_token_id).long() * 2,  # 0 text, 2 video
+            "pixel_values_videos": pixels.reshape(steps * grid * grid, -1),
+            "video_grid_thw": torch.tensor([[steps, grid, grid]]),
+        }
+    else:
+        if side != vision.image_size:
+            raise ValueError(f"LLaVA-OneVision: frames must be the tower's {vision.image_size} px, got {side}")
+        ids = text(TEXT_BEFORE) + [config.video_token_index] * video_tokens(config, frames, side) + text(TEXT_AFTER)
+        input_ids = torch.tensor([ids])
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids),
+            "pixel_values_videos": _scenes(frames, (3, side, side), generator)[None],
+        }
+    return {key: value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype)
+            for key, value in inputs.items()}
