@@ -187,6 +187,27 @@ def test_the_plugin_answers_and_records_the_same_with_and_without_prefetch(arch:
         (1, "MissingVideo"), (4, "UndecodableVideo")]
 
 
+def test_the_request_loop_never_decodes_with_the_workers_tokenizer(tiny_dirs: dict, synth_data: Path,
+                                                                   tmp_path: Path) -> None:
+    """The worker's processor calls set the fast tokenizer's padding, a mutable borrow in Rust that
+    fails ("Already borrowed") while another thread decodes with the same tokenizer: the loop's
+    decoding (answers, stop strings, pad and end ids) goes through its own copy."""
+    items = [json.loads(line) for line in (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:2]]
+    paths = {i: str(synth_data / item["video"]) for i, item in enumerate(items)}
+    plugin = _plugin("qwen3_vl", tiny_dirs, method="vcast", ratio=0.25, batch_size=1, prefetch=2)
+    plugin.task_dict = {"mv": {"test": [{"path": paths[i]} for i in paths]}}
+    shared = plugin.processor.tokenizer
+    assert plugin._decoder is not shared and plugin._decoder._tokenizer is not shared._tokenizer
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the request loop decoded with the prefetch worker's tokenizer")
+
+    for name in ("decode", "batch_decode", "convert_ids_to_tokens"):
+        setattr(shared, name, refuse)
+    answers = plugin.generate_until(_requests(paths))
+    assert len(answers) == 2 and all(isinstance(answer, str) for answer in answers)
+
+
 def test_the_plugin_refuses_a_bad_prefetch(tiny_dirs: dict) -> None:
     with pytest.raises(ValueError, match="prefetch must be >= 0, got -1"):
         _plugin("qwen3_vl", tiny_dirs, prefetch=-1)

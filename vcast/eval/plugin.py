@@ -10,6 +10,7 @@ the processor and runs the model with the keep-everything method.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass, field
@@ -164,6 +165,10 @@ class VCastLMM(lmms):
         self.use_cache = use_cache
         self._needs_warmup = bool(warmup)
         self.prefetch = prefetch
+        # The request loop decodes with its own copy: the prefetch worker's processor calls set the
+        # fast tokenizer's padding (a mutable borrow in Rust), which fails ("Already borrowed") while
+        # another thread is inside a decode of the same tokenizer.
+        self._decoder = copy.deepcopy(self.processor.tokenizer)
 
         load_kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
         if attn_implementation is not None:
@@ -197,7 +202,7 @@ class VCastLMM(lmms):
 
     @property
     def eot_token_id(self) -> int:
-        return self.tokenizer.eos_token_id
+        return self._decoder.eos_token_id
 
     @property
     def batch_size(self) -> int:
@@ -345,7 +350,7 @@ class VCastLMM(lmms):
         return readable, self._prepare([contexts[i] for i in readable], [visuals[i] for i in readable])
 
     def _until(self, gen_kwargs: dict[str, Any]) -> list[str]:
-        return stop_strings(gen_kwargs, self.tokenizer.decode(self.eot_token_id))
+        return stop_strings(gen_kwargs, self._decoder.decode(self.eot_token_id))
 
     def _generate_kwargs(self, gen_kwargs: dict[str, Any]) -> dict[str, Any]:
         temperature = gen_kwargs.get("temperature") or 0
@@ -367,7 +372,7 @@ class VCastLMM(lmms):
 
     @property
     def _pad_token_id(self) -> int:
-        pad = self.tokenizer.pad_token_id
+        pad = self._decoder.pad_token_id
         return self.eot_token_id if pad is None else pad
 
     def _synchronize(self) -> None:
@@ -387,7 +392,7 @@ class VCastLMM(lmms):
         new_tokens = output[:, inputs["input_ids"].shape[1]:]
         self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None),
                      prepare_s=prepare_s, wait_s=wait_s, flops=self._prefill_flops(inputs))
-        return self.processor.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return self._decoder.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor,
                 input_budget: Optional[list[dict[str, Any]]] = None, prepare_s: Optional[float] = None,
