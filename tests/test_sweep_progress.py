@@ -307,3 +307,25 @@ def test_an_interrupt_inside_hydra_or_omegaconf_waits_until_they_are_done() -> N
                          preexec_fn=_default_sigint)
     assert run.stdout.splitlines() == ["config whole again"], run.stdout + run.stderr[-3000:]
     _assert_ended_by_ctrl_c(run.returncode, run.stdout, run.stderr)
+
+
+def test_a_ctrl_c_held_back_while_a_cell_starts_interrupts_the_cell_instead_of_failing_it(tmp_path: Path) -> None:
+    """A Ctrl-C that lands while the sweep starts a cell's lmms-eval child is held back (Interrupts
+    waits out subprocess's _execute_child), and the child, in the same process group, can die of it
+    before the handler's retry. The runner raises the held interrupt once the child has started or
+    ended, so the cell is left interrupted, never recorded as a failed run (seen in a CI run)."""
+    from vcast.sweep.__main__ import Interrupts
+    from vcast.sweep.execute import _run_subprocess
+    from vcast.sweep.progress_relay import ProgressRelay
+
+    previous = signal.getsignal(signal.SIGINT)
+    handler = Interrupts(previous=previous)
+    signal.signal(signal.SIGINT, handler)  # set here: whatever disposition pytest inherited
+    try:
+        handler.armed, handler.received = True, True  # a SIGINT came and is waiting to be raised
+        with pytest.raises(KeyboardInterrupt):
+            _run_subprocess([sys.executable, "-c", "raise SystemExit(1)"], tmp_path / "run.log", None, None,
+                            ProgressRelay(None))
+        assert not handler.armed  # raised once: a later retry of the same SIGINT raises nothing
+    finally:
+        signal.signal(signal.SIGINT, previous)

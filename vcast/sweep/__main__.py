@@ -116,6 +116,14 @@ class Interrupts:
                 self.armed = False
                 raise KeyboardInterrupt
 
+    def raise_pending(self) -> None:
+        """Raise now an interrupt that is waiting for the main thread to leave code it must not
+        cut (see :func:`_half_done`): the cell runner calls it once its child has started and once
+        it has ended, so a child that the same Ctrl-C stopped is never recorded as a failed cell."""
+        if self.armed and self.received:
+            self.armed = False
+            raise KeyboardInterrupt
+
     def disarm(self) -> None:
         """run()'s work is over: a SIGINT is only recorded, for :meth:`close` to report."""
         self.armed = False

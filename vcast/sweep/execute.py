@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -268,7 +269,9 @@ def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, 
         pump = threading.Thread(target=_pump, args=(process.stdout, log, relay), daemon=True)
         pump.start()
         try:
+            _raise_pending_interrupt()  # a Ctrl-C held back while the child was being started
             process.wait(timeout=timeout_s)
+            _raise_pending_interrupt()  # ... which the child may have died of: an interrupt, not a failure
         except subprocess.TimeoutExpired:
             _stop(process, grace_s=0)
             return None, f"timed out after {timeout_s} s"
@@ -279,6 +282,15 @@ def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, 
             pump.join(timeout=PUMP_JOIN_S)
             relay.close()
     return process.returncode, None
+
+
+def _raise_pending_interrupt() -> None:
+    """Raise the KeyboardInterrupt that the sweep's SIGINT handler holds back while the main
+    thread starts a process (``vcast.sweep.__main__.Interrupts.raise_pending``); nothing under any
+    other handler."""
+    pending = getattr(signal.getsignal(signal.SIGINT), "raise_pending", None)
+    if pending is not None:
+        pending()
 
 
 def _pump(stream: Any, log: Any, relay: ProgressRelay) -> None:
