@@ -57,6 +57,16 @@ def test_a_target_answers_to_its_own_name_its_underscored_name_and_its_experimen
         resolve_target("adhoc", tmp_path)
 
 
+def test_the_make_targets_named_are_the_makefiles_table_targets() -> None:
+    import re
+
+    from vcast.report.__main__ import make_target
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
+    listed = re.search(r"^REPORT_TABLES := (.*?)(?<!\\)\n", makefile, re.M | re.S).group(1)
+    assert {make_target(p) for p in PRODUCTS.values()} - {None} == set(listed.replace("\\\n", " ").split())
+
+
 def test_a_target_without_finished_cells_writes_nothing_and_says_how_to_run_them(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     results = tmp_path / "results"

@@ -14,7 +14,7 @@ import copy
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 from lmms_eval import utils as lmms_utils
@@ -67,6 +67,16 @@ def cut_at_stops(text: str, stops: list[str]) -> str:
         if stop:
             text = text.split(stop)[0]
     return text
+
+
+def record_answers(model: lmms, texts: Sequence[str], contexts: Sequence[str], gen_kwargs: dict[str, Any],
+                   until: list[str], answers: list[str]) -> None:
+    """A batch's answers, each cut at the task's ``until`` strings, appended to ``answers`` in order
+    and handed to lmms-eval's cache hook (every vcast plugin's request loop ends its batch so)."""
+    for text, context in zip(texts, contexts):
+        text = cut_at_stops(text, until)
+        answers.append(text)
+        model.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
 
 
 @dataclass
@@ -285,10 +295,7 @@ class VCastLMM(lmms):
                                                prepare_s=prepared.prepare_s, wait_s=prepared.wait_s)
                     for index, text in zip(readable, generated):
                         texts[index] = text
-                for text, context in zip(texts, contexts):
-                    text = cut_at_stops(text, until)
-                    answers.append(text)
-                    self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+                record_answers(self, texts, contexts, gen_kwargs, until, answers)
                 progress.update(len(chunk))
         progress.close()
         self._log_totals()

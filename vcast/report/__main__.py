@@ -21,6 +21,7 @@ import logging
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -203,8 +204,6 @@ def earlier_outputs(product: Product, out: Optional[Path], results: Path, writte
                     profile: str = REPRODUCE) -> list[str]:
     """One line per output of ``product`` that exists but this build did not write (an earlier
     build with other options wrote it): kept, and named so that no one reads it as this build's."""
-    import time
-
     now = {Path(path).resolve() for path in written}
     lines = []
     for path in possible_outputs(product, out, results, profile):
@@ -284,6 +283,12 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
     return written, problems + earlier_outputs(product, out, results, written, profile)
 
 
+def make_target(product: Product) -> Optional[str]:
+    """``table-<name>`` for a paper or extended table (the Makefile's REPORT_TABLES: the targets
+    with tables in the shared tables folder), else None."""
+    return f"table-{product.name}" if product.tables and product.out_dir is None else None
+
+
 def no_cells_refusal(product: Product, results: Path, profile: str) -> str:
     """Why nothing of ``product`` was written, and the commands that run its cells."""
     from vcast.sweep.grid import CONFIG_DIR
@@ -296,17 +301,11 @@ def no_cells_refusal(product: Product, results: Path, profile: str) -> str:
                        f"{results / product.experiments[0]} lists them and their errors)")
     extra = "" if profile == REPRODUCE else f" profile={profile}"
     sweeps = "; ".join(f"python -m vcast.sweep experiment={e}{extra} -m" for e in configured)
-    make = f"make table-{product.name}" if f"table-{product.name}" in _MAKE_TABLES else (
-        "make demo" if product.name == "demo" else None)
+    target = "demo" if product.name == "demo" else make_target(product)
+    make = f"make {target}" if target else None
     run = f"python -m vcast.report build {product.name} --run" + ("" if profile == REPRODUCE else f" --profile {profile}")
     return head + (f"Run its cells first: {make + ' or ' if make else ''}{run} (runs the missing cells, then "
                    f"builds), or {sweeps}")
-
-
-# Targets with a `make table-<name>` (the Makefile's REPORT_TABLES).
-_MAKE_TABLES = ("table-qwen3vl-8b", "table-qwen3vl-8b-r035", "table-qwen3vl-32b", "table-qwen3vl-moe",
-                "table-llava-ov-7b", "table-llava-video-7b", "table-efficiency", "table-rope", "table-ablations",
-                "table-extended")
 
 
 def _defaults() -> argparse.Namespace:

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
-from vcast.eval.plugin import cut_at_stops, stop_strings
+from vcast.eval.plugin import record_answers, stop_strings
 from vcast.eval.plugin_args import check_frames
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
 from vcast.validation import check_choice, check_int
@@ -229,10 +229,7 @@ class VCastVLLM(lmms):
                                            [doc_ids[i] for i in readable])
                 for index, text in zip(readable, generated):
                     texts[index] = text
-            for text, context in zip(texts, contexts):
-                text = cut_at_stops(text, until)
-                answers.append(text)
-                self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+            record_answers(self, texts, contexts, gen_kwargs, until, answers)
             progress.update(len(chunk))
         progress.close()
         return ordered.get_original(answers)
