@@ -78,7 +78,7 @@ from fractions import Fraction
 import torch
 
 from baselines.dycoke_official import OFFICIAL_K, official_keep_count, release_order, vidcom2_qwen_keep_count
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import cosine

@@ -35,7 +35,7 @@ import logging
 
 import torch
 
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.budget import paper_total_budget
 from vcast.registry import register_method
 from vcast.selection import Selection

@@ -82,7 +82,8 @@ from typing import Optional
 
 import torch
 
-from baselines.dpc_knn import top_indices
+from baselines.common.dpc_knn import top_indices
+from baselines.common.llm_scores import last_token_scores
 from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageChoice, StageInputs
 from vcast.registry import register_llm_method
 from vcast.validation import check_choice, check_int
@@ -103,12 +104,6 @@ def single_drop_keep(ratio: float, layer: int, num_layers: int, budget: str) -> 
         raise ValueError(f"budget='layer_average' cannot reach ratio {ratio} with a drop before layer {layer} of "
                          f"{num_layers}: the first {layer} layers alone already see {layer / num_layers:.3f}")
     return keep
-
-
-def last_token_scores(inputs: StageInputs) -> torch.Tensor:
-    """``[N]``: head-mean attention of the last prompt token to each video token, in the
-    attention's dtype (float32 unless the plan asked for the model's)."""
-    return inputs.attention.mean(0)[-1].index_select(0, inputs.visual)
 
 
 def top_share(inputs: StageInputs, keep: float) -> StageChoice:

@@ -110,7 +110,7 @@ Deliberate deviations from the official code:
   model. The LLaVA code uses the SigLIP MAP-head pooled embedding, which the Hugging Face
   LLaVA-OneVision vision tower does not have (it drops the head).
 * **Determinism.** No ``torch.rand * 1e-6`` density noise: DPC ties are broken by index
-  (:mod:`baselines.dpc_knn`); salient and anchor ties go to the lower token index; DySeg ties to
+  (:mod:`baselines.common.dpc_knn`); salient and anchor ties go to the lower token index; DySeg ties to
   the earlier transition; guard ``k = min(c - 1, T - 1)`` for short videos (see :mod:`baselines.dyseg`).
 * **Single-frame segments** use the same DTM rule as longer ones (6.2: the pool excludes the
   anchors); the LLaVA-OneVision version (6.1 step 6) also assigns the anchors to themselves.
@@ -128,7 +128,7 @@ from fractions import Fraction
 
 import torch
 
-from baselines.dpc_knn import density_peak_scores, top_indices
+from baselines.common.dpc_knn import density_peak_scores, top_indices
 from baselines.dyseg import dyseg
 from baselines.fastvid_official import (
     LLAVA_OV,
@@ -140,8 +140,8 @@ from baselines.fastvid_official import (
     loop_release,
 )
 from baselines.fastvid_vidcom2_qwen import vidcom2_qwen_release
-from baselines.model_inputs import vision_attention_input
-from baselines.selection_output import selection_from_positions
+from baselines.common.model_inputs import vision_attention_input
+from baselines.common.selection_output import selection_from_positions
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget
 from vcast.frame_stats import frame_stats

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from baselines.grid_cells import flat_positions, frame_cells
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 

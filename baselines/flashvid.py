@@ -130,7 +130,7 @@ the index collisions above and the refusals where the release fails):
   every multi-frame segment);
 * extra segmentation cuts are taken among the transitions that are not cuts yet (the official
   top-k can re-pick an existing cut and build an empty segment when ``min_segment_num > T``);
-* DPC-kNN without the ``rand * 1e-6`` density noise (:mod:`baselines.dpc_knn`: density ties to
+* DPC-kNN without the ``rand * 1e-6`` density noise (:mod:`baselines.common.dpc_knn`: density ties to
   the lower index; the densest token's distance is its own farthest neighbour where the official
   code takes the largest distance of the frame); every other tie goes to the lower index;
 * everything is computed in float32 (the official segmentation, tree merge and cluster means run
@@ -156,20 +156,20 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from baselines.dpc_knn import (
+from baselines.common.dpc_knn import (
     assign_to_centres,
     cluster_means,
     density_peak_centres,
     top_indices,
 )
-from baselines.fastv import last_token_scores
+from baselines.common.llm_scores import last_token_scores
 from baselines.flashvid_official import (
     flashvid_merge_official,
     official_llm_count,
     official_top,
 )
-from baselines.model_inputs import vision_attention_input
-from baselines.selection_output import selection_from_positions
+from baselines.common.model_inputs import vision_attention_input
+from baselines.common.selection_output import selection_from_positions
 from vcast.models.llm_plan import (
     SCORE_MODES,
     LLMInfo,

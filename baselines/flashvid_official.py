@@ -68,7 +68,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.selection import Selection
 
 logger = logging.getLogger(__name__)

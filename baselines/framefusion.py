@@ -161,8 +161,8 @@ from typing import Optional
 
 import torch
 
-from baselines.dpc_knn import top_indices
-from baselines.fastv import last_token_scores
+from baselines.common.dpc_knn import top_indices
+from baselines.common.llm_scores import last_token_scores
 from baselines.framefusion_merge import merge_cap
 from baselines.framefusion_official import (
     RELEASE_BUDGET_LAYERS,

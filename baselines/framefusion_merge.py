@@ -80,7 +80,7 @@ from baselines.framefusion_official import (
     merge_tokens,
     pruning_ratio,
 )
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.registry import register_method
 from vcast.selection import Selection
 from vcast.temporal import cosine

@@ -61,7 +61,7 @@ Algorithm of ``"paper"`` on ``frames`` [T, P, D] (all in float32), ``N = T * P``
 3. ``r' = min(r / ((N - reduced) / N), 1)``.
 4. Per window: the static positions ``S(s, e)`` (none for a single frame) are averaged over the
    window's frames (one static set of ``n_s`` tokens); the other positions are dynamic, per frame.
-5. Static set: DPC-kNN (:mod:`baselines.dpc_knn`, ``k = min(dpc_k, clusters)``) picks the
+5. Static set: DPC-kNN (:mod:`baselines.common.dpc_knn`, ``k = min(dpc_k, clusters)``) picks the
    centres; every other static token joins its nearest centre (Euclidean); merged token
    ``beta * centre + (1 - beta) * mean(members)``, the centre NOT in the mean (official
    ``merge_tokens_by_clustering``); a centre without members stays itself.
@@ -103,7 +103,7 @@ Deliberate deviations of ``"paper"`` from the official code:
 * exact budget ``floor(r T P)`` apportioned over groups (above) instead of per-group
   ``round`` / ``ceil``, and the deficit fill when ``r'`` saturates;
 * DPC-kNN without the ``rand * 1e-6`` density noise: density ties go to the lower index
-  (:mod:`baselines.dpc_knn`); attention top-k ties go to the lower index;
+  (:mod:`baselines.common.dpc_knn`); attention top-k ties go to the lower index;
 * everything is computed in float32 (the official code runs the merge in the model dtype);
 * the DP is computed on integer benefits (the official float32 values are the same integers);
 * outputs are ordered by position, not [static..., dynamic...] per window, and no newline
@@ -118,9 +118,9 @@ from typing import Optional
 
 import torch
 
-from baselines.dpc_knn import assign_to_centres, density_peak_centres, top_indices
-from baselines.model_inputs import vision_attention_input
-from baselines.selection_output import selection_from_positions
+from baselines.common.dpc_knn import assign_to_centres, density_peak_centres, top_indices
+from baselines.common.model_inputs import vision_attention_input
+from baselines.common.selection_output import selection_from_positions
 from vcast.budget import paper_total_budget
 from vcast.registry import register_method
 from vcast.selection import Selection

@@ -88,8 +88,8 @@ from typing import Optional
 
 import torch
 
-from baselines.dpc_knn import top_indices
-from baselines.fastv import last_token_scores
+from baselines.common.dpc_knn import top_indices
+from baselines.common.llm_scores import last_token_scores
 from baselines.holitom import check_outer_params
 from vcast.models.llm_plan import (
     SCORE_MODES,

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 
 from baselines.holitom import select_static_windows
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.selection import Selection
 
 

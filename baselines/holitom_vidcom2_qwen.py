@@ -31,7 +31,7 @@ from baselines.holitom_official import (
     new_generator,
     release_merge,
 )
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.selection import Selection
 
 VIDCOM2_QWEN_TAU = 0.8

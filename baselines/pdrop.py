@@ -78,8 +78,8 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
-from baselines.dpc_knn import top_indices
-from baselines.fastv import last_token_scores
+from baselines.common.dpc_knn import top_indices
+from baselines.common.llm_scores import last_token_scores
 from vcast.models.llm_plan import (
     LLMInfo,
     LLMPlan,

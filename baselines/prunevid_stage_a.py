@@ -8,7 +8,7 @@ attention-based pruning inside the LLM, section 6.2) is not part of this compres
 
 Algorithm, on the tokens ``frames`` [T, P, D] (all arithmetic in float32):
 
-1. Temporal segmentation. DPC-kNN (``baselines.dpc_knn``, k = ``dpc_k``) clusters the T frame
+1. Temporal segmentation. DPC-kNN (``baselines.common.dpc_knn``, k = ``dpc_k``) clusters the T frame
    means into ``max(1, floor(T * temporal_segment_ratio))`` clusters; ``refine_labels`` makes the
    labels contiguous in time as the official ``refine_clusters`` does (per label keep its longest
    run(s); a label whose longest run has length 1 is dissolved; each dissolved (-1) run, left to
@@ -91,8 +91,8 @@ from fractions import Fraction
 
 import torch
 
-from baselines.dpc_knn import assign_to_centres, cluster_means, density_peak_centres
-from baselines.selection_output import selection_from_positions
+from baselines.common.dpc_knn import assign_to_centres, cluster_means, density_peak_centres
+from baselines.common.selection_output import selection_from_positions
 from vcast.budget import paper_total_budget
 from vcast.frame_stats import frame_stats
 from vcast.registry import register_method

@@ -17,7 +17,7 @@ in inllm_methods.md section 5 (and 2, 9.2):
    (``v`` the video tokens present, recycled ones included).
 3. **Recycling**: of the ``n`` pruned tokens the top ``m = floor(0.3 n) + 1`` by score are clustered
    on their **layer-output** hidden states with DPC-kNN (``c = floor(m / 10) + 1`` clusters, ``c``
-   neighbours, distances ``|x_i - x_j| / sqrt(C)``; :mod:`baselines.dpc_knn`) and each cluster is
+   neighbours, distances ``|x_i - x_j| / sqrt(C)``; :mod:`baselines.common.dpc_knn`) and each cluster is
    replaced by its unweighted mean. After the stage ``v = k_l + c``.
 
 The official code prunes AFTER layer ``l`` runs on all tokens (its KV cache is complete), reading
@@ -90,7 +90,7 @@ Deviations of ``variant="paper"`` from the official code:
   after the kept video tokens, just before the text (so with compacted positions their position
   ids differ; the set of tokens is the same; ``variant="official"`` places them as the release);
 - DPC-kNN without the random ``1e-6`` density noise (ties to the lower index,
-  :mod:`baselines.dpc_knn`); the densest token's distance is its own farthest distance (official:
+  :mod:`baselines.common.dpc_knn`); the densest token's distance is its own farthest distance (official:
   the largest distance of the whole set); the clustered tokens are in column order (official: by
   descending score); the 1e-6 in the official mean's denominator is dropped;
 - every score in float32 (the official rater product and softmax run in the model dtype);
@@ -112,7 +112,7 @@ from itertools import pairwise
 
 import torch
 
-from baselines.dpc_knn import (
+from baselines.common.dpc_knn import (
     assign_to_centres,
     cluster_means,
     density_peak_centres,

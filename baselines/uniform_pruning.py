@@ -26,7 +26,7 @@ import logging
 
 import torch
 
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget
 from vcast.registry import register_method

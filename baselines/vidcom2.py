@@ -76,7 +76,7 @@ from typing import Optional
 
 import torch
 
-from baselines.selection_output import selection_from_positions
+from baselines.common.selection_output import selection_from_positions
 from baselines.vidcom2_official import official_keep
 from vcast.allocation import allocate_paper
 from vcast.budget import paper_total_budget

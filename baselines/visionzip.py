@@ -111,8 +111,8 @@ from typing import Optional
 
 import torch
 
-from baselines.model_inputs import vision_attention_input, vision_keys_input
-from baselines.selection_output import selection_from_positions
+from baselines.common.model_inputs import vision_attention_input, vision_keys_input
+from baselines.common.selection_output import selection_from_positions
 from baselines.visionzip_official import official_compress
 from baselines.visionzip_vidcom2_qwen import vidcom2_qwen_compress
 from vcast.allocation import allocate_paper

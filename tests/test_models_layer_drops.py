@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E402
 
 import vcast  # noqa: E402
-from baselines.dpc_knn import top_indices  # noqa: E402
+from baselines.common.dpc_knn import top_indices  # noqa: E402
 from tests.llm_reference import capture_language_model_inputs, naive_logits, video_columns  # noqa: E402
 from tests.model_inputs import batch, clip  # noqa: E402
 from vcast import registry  # noqa: E402

@@ -42,7 +42,7 @@ def test_methods_that_cannot_run_in_vllm_are_refused(method: str, reason: str) -
 def test_content_dependent_count_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pure pruning method whose count depends on the tokens (a norm threshold) cannot run in vLLM,
     which fixes the count before encoding; registered for this test only."""
-    from baselines.selection_output import selection_from_positions
+    from baselines.common.selection_output import selection_from_positions
     from vcast import registry
 
     def threshold(frames: torch.Tensor, ratio: float) -> vcast.Selection:

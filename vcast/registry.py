@@ -30,8 +30,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
+from vcast.method_facts import MethodFacts
 from vcast.selection import Selection
 from vcast.variants import PAPER, VARIANTS, check_variant
 
@@ -45,13 +47,15 @@ _IN_LLM: set[str] = set()
 _INPUT: set[str] = set()
 _VARIANTS: dict[str, tuple[str, ...]] = {}
 _VARIANT_INPUTS: dict[str, dict[str, tuple[str, ...]]] = {}
+_FACTS: dict[str, MethodFacts] = {}
 MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
 
 
 def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str, ...] = (PAPER,),
-                    variant_inputs: Optional[dict[str, tuple[str, ...]]] = None) -> Callable[[Compressor], Compressor]:
+                    variant_inputs: Optional[dict[str, tuple[str, ...]]] = None,
+                    facts: Optional[MethodFacts] = None) -> Callable[[Compressor], Compressor]:
     """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``.
 
     ``inputs``: the model inputs (names from ``MODEL_INPUTS``) the adapters must supply; each is
@@ -60,8 +64,12 @@ def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str
     ``"paper"`` takes them as its keyword parameter ``variant``.
     ``variant_inputs``: variants that need other model inputs than ``inputs`` (e.g. the VidCom2
     Qwen ports rank by token norms and need none), so the adapters compute nothing unused.
+    ``facts``: its display name, paper and the code each variant follows (:mod:`vcast.method_facts`);
+    a method registered without them is shown under its name.
     """
     variant_inputs = dict(variant_inputs or {})
+    facts = facts or MethodFacts()
+    facts.check(name, tuple(variants))
     unknown = sorted(set(inputs).union(*variant_inputs.values()) - set(MODEL_INPUTS))
     if unknown:
         raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
@@ -82,6 +90,7 @@ def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str
         _INPUTS[name] = tuple(inputs)
         _VARIANTS[name] = tuple(variants)
         _VARIANT_INPUTS[name] = {variant: tuple(needed) for variant, needed in variant_inputs.items()}
+        _FACTS[name] = facts
         return fn
 
     return decorator
@@ -94,15 +103,15 @@ def _check_variants_declared(name: str, variants: tuple[str, ...]) -> None:
                          f"and come from {VARIANTS}")
 
 
-def register_llm_method(name: str, inputs: tuple[str, ...] = (),
-                        variants: tuple[str, ...] = (PAPER,)) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register_llm_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str, ...] = (PAPER,),
+                        facts: Optional[MethodFacts] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: make the planner ``fn(ratio, llm, **params) -> LLMPlan`` available as
     ``vcast.models.attach(model, method=name)``.
 
     ``inputs``: the model inputs its pre-LLM compressor needs (the adapters supply them to that
-    compressor; the planner does not take them). ``variants``: as in :func:`register_method`.
+    compressor; the planner does not take them). ``variants``, ``facts``: as in :func:`register_method`.
     """
-    register = register_method(name, variants=variants)
+    register = register_method(name, variants=variants, facts=facts)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         unknown = sorted(set(inputs) - set(MODEL_INPUTS))
@@ -116,10 +125,12 @@ def register_llm_method(name: str, inputs: tuple[str, ...] = (),
     return decorator
 
 
-def register_input_method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register_input_method(name: str, facts: Optional[MethodFacts] = None
+                          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: make ``fn(ratio, **params) -> InputPlan`` (:mod:`vcast.input_plan`) available as
-    ``method=name`` to the lmms-eval plugins and the sweep, and through :func:`vcast.input_plan`."""
-    register = register_method(name)
+    ``method=name`` to the lmms-eval plugins and the sweep, and through :func:`vcast.input_plan`.
+    ``facts``: as in :func:`register_method`."""
+    register = register_method(name, facts=facts)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         register(fn)
@@ -145,6 +156,26 @@ def is_llm_method(name: str) -> bool:
     """Whether ``name`` works inside the language model (a planner, see :func:`register_llm_method`)."""
     get_method(name)
     return name in _IN_LLM
+
+
+def method_kind(name: str) -> str:
+    """Where method ``name`` works: ``"vision"`` (on the vision tokens before the language model),
+    ``"llm"`` (inside the language model) or ``"input"`` (on what the model is given)."""
+    get_method(name)
+    return "llm" if name in _IN_LLM else "input" if name in _INPUT else "vision"
+
+
+def method_facts(name: str) -> MethodFacts:
+    """The facts method ``name`` declared at registration (:mod:`vcast.method_facts`), with its
+    display name filled in (the registered name when it declared none)."""
+    get_method(name)
+    facts = _FACTS[name]
+    return facts if facts.display else replace(facts, display=name)
+
+
+def vllm_methods() -> tuple[str, ...]:
+    """The registered methods the vLLM backend runs (``facts.vllm``), sorted."""
+    return tuple(name for name in available_methods() if _FACTS[name].vllm)
 
 
 def _load_plugins() -> None:
