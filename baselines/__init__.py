@@ -1,12 +1,20 @@
-"""Re-implemented baseline compressors (one file per method).
+"""Re-implemented baseline compressors: one package per registered method.
 
-Every module of this package is imported here, in name order, so each registers its methods
-with :func:`vcast.register_method` and ``vcast.available_methods()`` lists them. Shared helpers
-(clustering, output assembly) register nothing.
+A method's package holds its registration in ``method.py`` (parameters, defaults, variants and
+its facts, no algorithm), one module per variant named after the variant string (``paper.py``,
+``official.py``, ``vidcom2_qwen.py``) and its own helpers. Code several methods share lives in
+:mod:`baselines.common`; the simplest methods share :mod:`baselines.simple`.
+
+Importing this package imports every ``<package>.method`` in name order, so each registers its
+method with :func:`vcast.registry.register_method` and ``vcast.available_methods()`` lists it.
 """
 
 import importlib
+import importlib.util
 import pkgutil
 
-for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
-    importlib.import_module(f"{__name__}.{_module}")
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+    if not _info.ispkg:
+        importlib.import_module(f"{__name__}.{_info.name}")
+    elif importlib.util.find_spec(f"{__name__}.{_info.name}.method") is not None:
+        importlib.import_module(f"{__name__}.{_info.name}.method")

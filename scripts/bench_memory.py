@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_prefill import processor_batch, synthetic_clip  # noqa: E402
 
 from vcast.gpucheck.memory import prefill  # noqa: E402
-from vcast.testing import ARCHS, build_tiny_checkpoint  # noqa: E402
+from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint  # noqa: E402
 
 logger = logging.getLogger("bench_memory")
 METHODS = ("vanilla", "vcast", "flashvid", "fastv")

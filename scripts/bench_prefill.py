@@ -38,7 +38,7 @@ import torch
 import vcast
 from vcast.models.meters import PeakMemory, measure
 from vcast.models.reference import encode, mrope_positions, pruned_inputs, survivors, with_text_row
-from vcast.testing import ARCHS, build_tiny_checkpoint
+from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
 
 logger = logging.getLogger("bench_prefill")
 

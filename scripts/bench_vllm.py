@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model_dir
         if model_dir is None:
-            from vcast.testing import build_tiny_checkpoint
+            from vcast.tiny_checkpoints import build_tiny_checkpoint
 
             model_dir = str(build_tiny_checkpoint("qwen3_vl", "bench", Path(tmp) / "bench", seed=0))
         import transformers

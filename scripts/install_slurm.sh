@@ -2,7 +2,7 @@
 # Best-effort installer for a single-node SLURM test cluster (Debian/Ubuntu).
 #
 # Installs slurm-wlm (slurmctld, slurmd, sbatch & co.) and munge so that
-# vcast/testing/slurm_cluster.py can start a throw-away cluster for the tests
+# tests/support/slurm_cluster.py can start a throw-away cluster for the tests
 # (tests/test_slurm_cluster.py).  Idempotent and never fails the build: when it
 # cannot install (not root, no apt-get, install error) it prints one line saying
 # why and exits 0; the SLURM tests then skip with a precise reason.

@@ -5,7 +5,7 @@
     python scripts/make_tiny_checkpoint.py --arch llava_onevision --size bench --out ckpt/llava_bench --seed 1
 
 The folder loads with ``AutoModelForImageTextToText.from_pretrained`` and
-``AutoProcessor.from_pretrained`` (no hub access needed). See ``vcast.testing.tiny_checkpoints``.
+``AutoProcessor.from_pretrained`` (no hub access needed). See ``vcast.tiny_checkpoints``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 
-from vcast.testing.tiny_checkpoints import ARCHS, SIZES, build_tiny_checkpoint
+from vcast.tiny_checkpoints import ARCHS, SIZES, build_tiny_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:

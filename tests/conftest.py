@@ -47,19 +47,23 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from vcast.testing import ARCHS, build_tiny_checkpoint
+    from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny")
     return {arch: build_tiny_checkpoint(arch, "tiny", root / arch, seed=0) for arch in ARCHS}
 
 
 @pytest.fixture(scope="session")
-def synth_data() -> Path:
+def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic benchmark in its default folder (where the vcast_synth task reads it);
     generated once, then reused (write_benchmark is idempotent)."""
+    from filelock import FileLock
+
     from vcast.eval.synthetic_benchmark import DEFAULT_DATA_DIR, write_benchmark
 
-    write_benchmark(DEFAULT_DATA_DIR)
+    # Under pytest-xdist the workers share the base temp folder's parent: one writes, the others wait.
+    with FileLock(str(tmp_path_factory.getbasetemp().parent / "synth_data.lock")):
+        write_benchmark(DEFAULT_DATA_DIR)
     return DEFAULT_DATA_DIR
 
 
@@ -67,7 +71,7 @@ def synth_data() -> Path:
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A real single-node SLURM cluster (slurmctld + slurmd + munged on loopback) for the session;
     skips with the precise reason where SLURM is not installed or cannot start."""
-    from vcast.testing.slurm_cluster import LocalSlurmCluster, SlurmClusterError, slurm_unavailable_reason
+    from tests.support.slurm_cluster import LocalSlurmCluster, SlurmClusterError, slurm_unavailable_reason
 
     reason = slurm_unavailable_reason()
     if reason is not None:
@@ -81,6 +85,15 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2``): slow tests first, so the longest ones overlap instead of
+    one of them running alone at the end; every test of the one SLURM cluster in one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order within each half
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,4 +1,4 @@
-"""DyCoke TTM baseline (baselines/dycoke.py): DyCoke's own kept count, pairs/quads, edge cases;
+"""DyCoke TTM baseline (baselines/dycoke/): DyCoke's own kept count, pairs/quads, edge cases;
 the official and vidcom2_qwen variants (known answers, hand-rounded bf16 cases, odd T, counts)."""
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def test_kept_count_and_budgets(T, P, r, n, whole, expected):
     assert expected >= math.floor(r * T * P)
 
 
-def test_share_at_32_frames_matches_design_table():
-    # inllm_methods.md 8.1: F=32 -> 78.4% (K=0.3), 64.1% (K=0.5), 49.4% (K=0.7), 28.1% (K=1.0);
+def test_share_at_32_frames_matches_the_release_layout():
+    # KD-TAO/DyCoke@dd74634 dycole_ttm's layout (L35-91): F=32 -> 78.4% (K=0.3), 64.1% (K=0.5),
+    # 49.4% (K=0.7), 28.1% (K=1.0);
     # the VidCom2 mapping K = 1 - r at r = 0.25 keeps ~46%.
     x = _video(32, 196, dim=8)
     total = 32 * 196

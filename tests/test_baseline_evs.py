@@ -1,4 +1,4 @@
-"""EVS (baselines/evs.py): known-answer selections, its budget rule in both variants, the dtypes."""
+"""EVS (baselines/simple/evs.py): known-answer selections, its budget rule in both variants, the dtypes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vcast
-from baselines.evs import evs_budget, evs_dissimilarity
+from baselines.simple.evs import evs_budget, evs_dissimilarity
 
 # Unit vectors of the plane: their cosines are exact in float32 and bf16.
 E1, E2 = [1.0, 0.0], [0.0, 1.0]

@@ -1,4 +1,4 @@
-"""FastV (baselines/fastv.py): the three variants' counts, scores and plans, by hand.
+"""FastV (baselines/fastv/): the three variants' counts, scores and plans, by hand.
 
 - ``official``: Python's ``round`` of ``N * (1 - R)`` (halves to even), the head mean taken in
   the attention's dtype (a bf16 model's rounded probabilities change a choice that float32 and
@@ -18,7 +18,9 @@ import torch
 from torch import nn
 
 import vcast
-from baselines.fastv import fastv_plan, official_count, vidcom2_count
+from baselines.fastv.method import fastv_plan
+from baselines.fastv.official import official_count
+from baselines.fastv.vidcom2_qwen import vidcom2_count
 from vcast import registry
 from vcast.models.layer_drops import LayerDrops, VideoTags
 from vcast.models.llm_plan import LLMInfo, LLMPlan, StageInputs

@@ -1,4 +1,4 @@
-"""FastVID baseline (baselines/fastvid.py) and its DySeg segmentation (baselines/dyseg.py)."""
+"""FastVID baseline (baselines/fastvid/) and its DySeg segmentation (baselines/fastvid/dyseg.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,15 @@ import pytest
 import torch
 
 import vcast
-from baselines.dyseg import (
+from baselines.fastvid.dyseg import (
     dyseg,
     segment_cuts,
     segment_lengths,
     transition_similarities,
 )
-from baselines.fastvid import NORM_EPS, merge_from_pool, merge_into_anchors, segment_plan
-from baselines.fastvid_official import (
-    LoopOptions,
-    llava_ov_context_counts,
-    segment_budgets,
-)
+from baselines.fastvid.official import llava_ov_context_counts
+from baselines.fastvid.paper import NORM_EPS, merge_from_pool, merge_into_anchors, segment_plan
+from baselines.fastvid.release_loop import LoopOptions, segment_budgets
 from vcast.synthetic_features import synthetic_video_features
 
 

@@ -1,5 +1,5 @@
-"""FlashVID (baselines/flashvid.py): the vision-side compressor ``flashvid_merge`` and the in-LLM
-planner ``flashvid``.
+"""FlashVID: the vision-side compressor ``flashvid_merge`` (baselines/flashvid_merge/) and the in-LLM
+planner ``flashvid`` (baselines/flashvid/).
 
 Planted videos: P orthogonal basis tokens ``e_i`` (plus small noise) and an attention that makes
 tokens 1, 3, 4 the ADTS picks of every frame (1.0, 0.9, 0.8 against 0.01), so that the other
@@ -15,13 +15,13 @@ import pytest
 import torch
 
 import vcast
-from baselines.flashvid import (
+from baselines.flashvid_merge.paper import (
     adts_select,
-    ceil_share,
     event_relevance,
     frame_budget,
     segment_lengths,
 )
+from baselines.flashvid_merge.params import ceil_share
 from vcast import registry
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.synthetic_features import synthetic_video_features
@@ -509,8 +509,8 @@ def test_official_trees_two_children_and_a_grandchild_by_hand():
     g = (1, .5) points to c1. The release: c1 holds c1 + g (count 2), p gets (c1 + g) + c2 with
     count 1 + 2 children = 3, so the root is (4, .5) / 3; the tree mean is (4, .5) / 4. Without g
     (two leaf children) both give the mean (3, 0) / 3."""
-    from baselines.flashvid import temporal_trees
-    from baselines.flashvid_official import official_trees
+    from baselines.flashvid_merge.official import official_trees
+    from baselines.flashvid_merge.paper import temporal_trees
 
     far = torch.tensor([-1.0, 0.0])  # a second token per frame, opposite: never a parent
     features = torch.stack([torch.stack([torch.tensor([1.0, 0.0]), far]),
@@ -557,8 +557,8 @@ def test_official_bf16_threshold_is_compared_in_bf16():
     float32). float32: 0.8014 > 0.8 merges. bf16: the norm rounds to 1, the cosine is 0.80078125,
     and the release compares it with 0.8 rounded to bf16 (0.80078125): no merge. paper merges for
     both dtypes. P = 2 (the other token, 1 in both frames, is the ADTS pick), b = 2, A = 1, S = 1."""
-    from baselines.flashvid import temporal_trees
-    from baselines.flashvid_official import official_trees
+    from baselines.flashvid_merge.official import official_trees
+    from baselines.flashvid_merge.paper import temporal_trees
 
     features = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.80078125, 0.59765625], [0.0, 1.0]]])
     free = torch.tensor([[True, False], [True, False]])
@@ -592,7 +592,8 @@ def test_official_single_frame_cluster_centre_on_an_adts_token(dtype):
 
 
 def test_official_budgets_use_float_ceil():
-    from baselines.flashvid_official import official_budget, official_llm_count
+    from baselines.flashvid.official import official_llm_count
+    from baselines.flashvid_merge.official import official_budget
 
     assert official_budget(100, 0.28, 1.25, 0.7) == (36, 26, 10)  # 35.00000000000001 -> 36
     assert frame_budget(100, 0.28, 1.25, 0.7) == (35, 25, 10)     # paper: the decimal 35

@@ -1,4 +1,4 @@
-"""FrameFusion as an in-LLM method (baselines/framefusion.py): the budget formula, the layer-0
+"""FrameFusion as an in-LLM method (baselines/framefusion/): the budget formula, the layer-0
 merge's reconstruction, the similarity merges on hand-built stage inputs, saturation, pruning,
 no-ops after finishing, per-video state, parameter errors and the plans."""
 
@@ -12,15 +12,9 @@ import pytest
 import torch
 
 import vcast
-from baselines.framefusion import (
-    STATE_KEY,
-    VideoState,
-    entry_state,
-    framefusion_choose,
-    merge_runs,
-    present_similarity,
-    pruning_ratio,
-)
+from baselines.framefusion.paper import entry_state, framefusion_choose, merge_runs, present_similarity
+from baselines.framefusion.state import STATE_KEY, VideoState
+from baselines.framefusion_merge.release import pruning_ratio
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 from vcast.registry import get_method, is_llm_method, method_params
 
@@ -437,8 +431,7 @@ def test_parameter_errors(params, name):
 
 
 # variant="official": thu-nics/FrameFusion@fbec1d2 in the model's dtype ---------------------------------------
-from baselines.framefusion import official_choose, official_entry_state  # noqa: E402
-from baselines.framefusion_official import prune_choice, prune_count  # noqa: E402
+from baselines.framefusion.official import official_choose, official_entry_state, prune_choice, prune_count  # noqa: E402
 from vcast.registry import method_variants  # noqa: E402
 
 

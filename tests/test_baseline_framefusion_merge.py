@@ -1,4 +1,4 @@
-"""FrameFusion's first merge (baselines/framefusion_merge.py): count rule, run merging, ties."""
+"""FrameFusion's first merge (baselines/framefusion_merge/): count rule, run merging, ties."""
 
 from __future__ import annotations
 
@@ -204,7 +204,7 @@ def test_registration_and_unknown_parameter():
 
 
 # variant="official": thu-nics/FrameFusion@fbec1d2 in the input dtype -------------------------------------
-from baselines.framefusion_official import adjacent_similarity, merge_choice, merge_tokens  # noqa: E402
+from baselines.framefusion_merge.release import adjacent_similarity, merge_choice, merge_tokens  # noqa: E402
 from vcast.registry import method_variants  # noqa: E402
 
 

@@ -9,7 +9,8 @@ import torch
 
 import vcast
 import vcast.temporal
-from baselines.holitom import apportion_groups, select_static_windows
+from baselines.holitom.paper import apportion_groups
+from baselines.holitom.static_windows import select_static_windows
 from vcast.synthetic_features import synthetic_video_features
 
 

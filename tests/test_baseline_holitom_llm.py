@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import vcast
-from baselines.holitom_llm import inner_keep_count, sequential_merge
+from baselines.holitom_llm.budget import inner_keep_count
+from baselines.holitom_llm.paper import sequential_merge
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.registry import get_method, is_llm_method, method_inputs
 
@@ -249,7 +250,7 @@ def test_official_similarity_ties_go_to_the_higher_attention_kept_token() -> Non
 
 def test_official_matches_the_literal_loop_on_random_states() -> None:
     """Our merge rounds (all m-th merges at once) against a literal per-token loop, in bf16."""
-    from baselines.holitom_llm import official_merge
+    from baselines.holitom_llm.official import official_merge
 
     generator = torch.Generator().manual_seed(6)
     hidden = torch.randn(120, 8, generator=generator).bfloat16()

@@ -1,4 +1,4 @@
-"""PDrop (baselines/pdrop.py): the plan per depth, lam solving the layer-averaged retention, the
+"""PDrop (baselines/pdrop/): the plan per depth, lam solving the layer-averaged retention, the
 stage counts int(N0 lam^i) carried through chained stages, planted attention kept, validation.
 
 StageInputs are built by hand the way vcast.models.layer_drops hands them over: a row
@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import vcast
-from baselines.pdrop import pdrop_plan, solve_lambda
+from baselines.pdrop.method import pdrop_plan
+from baselines.pdrop.schedule import solve_lambda
 from vcast import registry
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 
@@ -24,7 +25,7 @@ PREFIX, QUESTION, DIM, HEADS = 3, 4, 6, 2
 
 
 def rho(lam: float, layer_list: list[int], num_layers: int) -> float:
-    """inllm_methods.md section 4.4: rho = sum_i (b_{i+1} - b_i) lam^i / L, b = [0, *layers, L]."""
+    """The layer-averaged retention (baselines/pdrop/): rho = sum_i (b_{i+1} - b_i) lam^i / L, b = [0, *layers, L]."""
     bounds = [0] + list(layer_list) + [num_layers]
     return sum((bounds[i + 1] - bounds[i]) * lam**i for i in range(len(bounds) - 1)) / num_layers
 
@@ -110,7 +111,7 @@ def test_lambda_solves_the_layer_averaged_retention(layers, num_layers, ratio):
 
 
 def test_lambda_known_values():
-    # inllm_methods.md section 4.4: the official [8, 16, 24] / 32 with lam = 0.5 gives 46.875%;
+    # the release's scripts' [8, 16, 24] / 32 with lam = 0.5 gives 46.875%;
     # on 28 layers [2, 8, 16] needs 0.429 and [2, 10, 18] 0.394 for 25%.
     assert solve_lambda(0.46875, [8, 16, 24], 32) == pytest.approx(0.5, abs=1e-12)
     assert solve_lambda(0.25, [2, 8, 16], 28) == pytest.approx(0.429, abs=5e-4)

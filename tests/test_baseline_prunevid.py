@@ -10,13 +10,9 @@ import pytest
 import torch
 
 import vcast
-from baselines.prunevid import (
-    default_selected_layer,
-    group_top_share,
-    max_max_scores,
-    official_stage_b_choose,
-    split_ratio,
-)
+from baselines.prunevid.defaults import default_selected_layer, split_ratio
+from baselines.prunevid.official import official_stage_b_choose
+from baselines.prunevid.paper import group_top_share, max_max_scores
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.registry import get_method, is_llm_method, method_inputs
 

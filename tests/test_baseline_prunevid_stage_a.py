@@ -9,19 +9,14 @@ import pytest
 import torch
 
 import vcast
-from baselines.prunevid_stage_a import (
-    group_quotas,
-    proportional_quotas,
-    refine_labels,
-    run_lengths,
-    temporal_windows,
-)
-from baselines.prunevid_stage_a_official import (
+from baselines.prunevid_stage_a.official import (
     cluster_vectors,
     merge_group,
     read_groups,
     window_similarity,
 )
+from baselines.prunevid_stage_a.paper import group_quotas, proportional_quotas, temporal_windows
+from baselines.prunevid_stage_a.temporal_segments import refine_labels, run_lengths
 from vcast.synthetic_features import synthetic_video_features
 
 METHOD = "prunevid_stage_a"

@@ -1,4 +1,4 @@
-"""SparseVLM v1.5 (baselines/sparsevlm.py): the plan per depth, the per-stage counts with recycling
+"""SparseVLM v1.5 (baselines/sparsevlm/): the plan per depth, the per-stage counts with recycling
 carried through chained stages, the raters (hand-computed from tiny embeddings, kept in the state),
 the rater-mean score, the recycled cluster means (hand-computed), edge cases, validation.
 
@@ -17,8 +17,9 @@ import pytest
 import torch
 
 import vcast
-from baselines.sparsevlm import STATE_RATERS, sparsevlm_plan
-from baselines.sparsevlm_official import official_cluster_and_merge, official_raters
+from baselines.sparsevlm.method import sparsevlm_plan
+from baselines.sparsevlm.official import official_cluster_and_merge, official_raters
+from baselines.sparsevlm.paper import STATE_RATERS
 from vcast import registry
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 
@@ -133,7 +134,7 @@ def test_explicit_layers_are_sparsevlm_layers():
 
 
 def test_counts_per_stage_on_576_tokens_are_the_official_ones():
-    # "128" list [303, 110, 36]: 303 + 9 = 312, 110 + 7 = 117, 36 + 3 = 39 (inllm_methods.md section 5.3).
+    # "128" list [303, 110, 36]: 303 + 9 = 312, 110 + 7 = 117, 36 + 3 = 39 (Gumpest/SparseVLMs@26a5f48 score.py).
     scores = torch.rand(576, generator=torch.Generator().manual_seed(0))
     assert run_stages(sparsevlm_plan(0.25, QWEN2), scores) == [312, 117, 39]
     assert expected_counts(576, [303 / 576, 110 / 576, 36 / 576], 1.0) == [312, 117, 39]

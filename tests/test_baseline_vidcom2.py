@@ -1,4 +1,4 @@
-"""VidCom2 baseline (baselines/vidcom2.py) through ``vcast.select``."""
+"""VidCom2 baseline (baselines/vidcom2/) through ``vcast.select``."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ STEPS = 3
 # above 1/3 on these 2- and 3-layer models: its own ratio lambda is given instead.
 PARAMS = {"pdrop": {"lam": 0.5}}
 # FrameFusion's cost budget decides by itself whether the in-LLM steps drop anything (its pre-LLM
-# merge may already use it all up) and may drop every video token (baselines/framefusion.py).
+# merge may already use it all up) and may drop every video token (baselines/framefusion/).
 OWN_SCHEDULE = ("framefusion",)
 GREEDY = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, return_dict_in_generate=True,
               output_logits=True)

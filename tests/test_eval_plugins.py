@@ -102,7 +102,7 @@ def test_every_baseline_runs_through_the_plugin(method: str, arch: str, tiny_dir
     """The lmms-eval entry point: each baseline compresses the benchmark clip and the log records
     what the hooks really kept (exactly floor(r * T * P) unless the method defines its count)."""
     context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
-    # PDrop's layer-averaged 25% is unreachable on 2-3 layers (see baselines/pdrop.py): give its lambda.
+    # PDrop's layer-averaged 25% is unreachable on 2-3 layers (see baselines/pdrop/): give its lambda.
     params = {"lam": 0.5} if method == "pdrop" else {}
     plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25, **params)
     plugin._generate(plugin._prepare([context], [[clip]]), {"max_new_tokens": 2}, "t", [0])

@@ -240,7 +240,7 @@ def test_the_efficiency_table_shows_decode_and_preprocess_unannotated(tmp_path: 
     from vcast.report.layouts import LAYOUTS
     from vcast.report.scoring import load_task_scorings
     from vcast.report.tables import build_table
-    from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
+    from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 
     scoring = load_task_scorings()["videomme"]
     for method, ratio, prepare in (("vanilla", 1.0, 30.0), ("random", 0.25, 28.0), ("vcast", 0.25, 29.0)):

@@ -258,7 +258,7 @@ def test_in_llm_layer_lengths_are_what_each_layer_ran(method: str, tiny_dirs: di
     model = _model(tiny_dirs["qwen3_vl"], "qwen3_vl")
     inputs = batch("qwen3_vl", AutoProcessor.from_pretrained(tiny_dirs["qwen3_vl"]), ["What moves?"],
                    [clip(8, 128)])
-    # PDrop's layer-averaged 25% is unreachable on 3 layers (see baselines/pdrop.py): give its lambda.
+    # PDrop's layer-averaged 25% is unreachable on 3 layers (see baselines/pdrop/): give its lambda.
     handle = attach(model, method, 0.25, **({"lam": 0.5} if method == "pdrop" else {}))
     try:
         counted = _counted(model, inputs, generate=True)
@@ -352,7 +352,7 @@ def test_the_efficiency_table_shows_prefill_tflops_against_vanilla(tmp_path: Pat
     from vcast.report.layouts import LAYOUTS
     from vcast.report.scoring import load_task_scorings
     from vcast.report.tables import build_table
-    from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
+    from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 
     scoring = load_task_scorings()["videomme"]
     for method, ratio, tflops in (("vanilla", 1.0, 67.3), ("vcast", 0.25, 28.3)):

@@ -93,7 +93,7 @@ def test_the_kit_imports_no_harness_package() -> None:
         f"for name in {BLOCKED!r}:\n"
         "    sys.modules[name] = None\n"
         "import vcast, vcast.models\n"
-        "from vcast.testing import build_tiny_checkpoint\n"
+        "from vcast.tiny_checkpoints import build_tiny_checkpoint\n"
         "import vcast.gpucheck.__main__, vcast.gpucheck.cuda_tests, vcast.gpucheck.efficiency, "
         "vcast.gpucheck.environment, vcast.gpucheck.memory, vcast.gpucheck.models, vcast.gpucheck.selection, "
         "vcast.gpucheck.smoke\n"

@@ -20,7 +20,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 import vcast.models  # noqa: E402
 from tests.model_inputs import batch, clip  # noqa: E402
 from vcast.models import SUPPORTED_CLASSES, CallStats, PruningHandle  # noqa: E402
-from vcast.testing import ARCHS  # noqa: E402
+from vcast.tiny_checkpoints import ARCHS  # noqa: E402
 
 GENERATE = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False}
 

@@ -20,7 +20,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 
 from tests.model_inputs import batch, clip  # noqa: E402
 from vcast.models.attention_rows import attention_rows  # noqa: E402
-from vcast.testing import ARCHS  # noqa: E402
+from vcast.tiny_checkpoints import ARCHS  # noqa: E402
 
 
 def run_capturing(model: Any, inputs: Any, layer: int) -> tuple[Any, Any, dict[str, Any]]:

@@ -23,7 +23,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 import vcast  # noqa: E402
 from tests.model_inputs import batch, clip  # noqa: E402
 from vcast.models.reference import encode, pruned_inputs, survivors  # noqa: E402
-from vcast.testing import ARCHS  # noqa: E402
+from vcast.tiny_checkpoints import ARCHS  # noqa: E402
 
 NEW_TOKENS = 16
 GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,

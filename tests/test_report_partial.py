@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.paper_results import _spec, _task_files, write_cell
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
 from vcast.report.layouts import generic_layout
-from vcast.report.names import METHODS
+from vcast.registry import available_methods, method_facts
+from vcast.report.names import CONFIG_ROWS
 from vcast.report.scoring import load_task_scorings
 from vcast.report.tables import build_table
-from vcast.testing.paper_results import _spec, _task_files, write_cell
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,9 +84,14 @@ def test_a_column_where_every_value_ties_gets_no_marks(tmp_path: Path) -> None:
 
 
 def test_every_method_config_has_a_display_name() -> None:
-    missing = [path.stem for path in sorted((REPO / "configs" / "method").glob("*.yaml"))
-               if yaml.safe_load(path.read_text())["name"] not in METHODS]
+    """A config named after a registered method takes its facts' display name; any other config is
+    a row of CONFIG_ROWS (and no row there shadows a registered method)."""
+    names = [yaml.safe_load(path.read_text())["name"] for path in sorted((REPO / "configs" / "method").glob("*.yaml"))]
+    missing = [name for name in names if name not in CONFIG_ROWS and
+               (name not in available_methods() or method_facts(name).display == name)]
     assert missing == []
+    assert sorted(set(CONFIG_ROWS) & set(available_methods())) == []
+    assert sorted(set(CONFIG_ROWS) - set(names)) == []
 
 
 def test_any_experiment_folder_builds_a_generic_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 from vcast.report.__main__ import main
 from vcast.report.analysis import accuracy_intervals, compare_all
 from vcast.report.collect import collect
@@ -17,7 +18,6 @@ from vcast.report.per_sample import collect_items, option_letter, read_items
 from vcast.report.scoring import load_task_scorings
 from vcast.report.significance import (bootstrap_statistics, mcnemar_exact, paired_difference_interval,
                                        percentile_interval, stratified_accuracy, stratum_blocks)
-from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
 
 SCORINGS = load_task_scorings()
 EXPERIMENT, MODEL = "sig", "tiny"

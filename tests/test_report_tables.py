@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.support.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
@@ -23,7 +24,6 @@ from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.products import PRODUCTS
 from vcast.report.scoring import CONFIG_DIR, load_task_scorings
 from vcast.report.tables import build_table, round_half_up
-from vcast.testing.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 from vcast.report.__main__ import main
 from vcast.report.products import PRODUCTS
 from vcast.report.scoring import load_task_scorings
-from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
 
 SYNTH = load_task_scorings()["vcast_synth"]
 PIXELS = {"max_pixels": 16384, "min_pixels": 4096}

@@ -17,6 +17,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, markdown_text
@@ -26,7 +27,6 @@ from vcast.report.names import method_name
 from vcast.report.tables import build_table
 from vcast.report.tradeoff import (LAYER_PERCENT, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics, plot_tradeoff,
                                    tradeoff_points)
-from vcast.testing.sample_logs import Answer, answers_spec, write_answers_cell
 
 SCORINGS = load_task_scorings()
 ITEMS = 20

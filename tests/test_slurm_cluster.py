@@ -1,4 +1,4 @@
-"""A real single-node SLURM cluster (vcast.testing.slurm_cluster): sbatch, submitit, job arrays.
+"""A real single-node SLURM cluster (tests.support.slurm_cluster): sbatch, submitit, job arrays.
 
 Needs Debian's slurm-wlm + munge (``bash scripts/install_slurm.sh``) and root; skipped otherwise
 with the precise reason.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from vcast.testing.slurm_cluster import LocalSlurmCluster
+    from tests.support.slurm_cluster import LocalSlurmCluster
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paper_results import _spec, _task_files, write_cell
 from vcast.report.scoring import load_task_scorings
 from vcast.sweep.cell import identity_mismatch, read_cell
 from vcast.sweep.execute import run_cell
-from vcast.testing.paper_results import _spec, _task_files, write_cell
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 from transformers.video_utils import VideoMetadata  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from vcast.testing import ARCHS, build_tiny_checkpoint, checkpoint_spec  # noqa: E402
+from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint, checkpoint_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_FRAMES, SIDE, FPS = 8, 64, 4.0

@@ -14,7 +14,7 @@ import torch
 
 import vcast
 from vcast.allocation import allocate_official, official_weights, trim_official_excess
-from vcast.methods.vcast_official import official_curvature, official_frame_scores
+from vcast.methods.vcast.official import official_curvature, official_frame_scores
 from vcast.registry import method_params, method_variants
 from vcast.temporal import cosine, curvature, unit_directions
 

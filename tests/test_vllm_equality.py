@@ -43,7 +43,7 @@ METHODS = ("vcast", "uniform", "random", "dycoke", "vidcom2", "evs")
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vcast.vllm.testing import build_vllm_checkpoint
+    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
 
     return build_vllm_checkpoint("qwen3_vl", tmp_path_factory.mktemp("vllm") / "qwen3_vl", seed=0)
 
@@ -143,7 +143,7 @@ def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
     import transformers
     from transformers.video_utils import VideoMetadata
 
-    from vcast.vllm.testing import build_vllm_checkpoint
+    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
 
     checkpoint = build_vllm_checkpoint("qwen3_vl_moe", tmp_path / "qwen3_vl_moe", seed=0)
     processor, text = prompt  # the MoE tiny shares the dense one's tokenizer and processor

@@ -14,7 +14,8 @@ import torch
 TEMPORAL_STRATEGIES = ("curvature", "uniform", "random", "uniqueness")
 
 EPS = 1e-6
-# VidCom2's constants (reference_methods.md section 4.1).
+# VidCom2's constants (xuyang-liu16/VidCom2@944a17d token_compressor/vidcom2/vidcom2.py,
+# vidcom2_compression L15-36).
 UNIQUENESS_TEMPERATURE = 0.01
 UNIQUENESS_SCALES = (0.125, 0.25, 0.5, 1.0, 2.0)
 UNIQUENESS_CHANNEL_FRACTION = 0.5

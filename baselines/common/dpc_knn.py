@@ -1,8 +1,9 @@
 """Density-peak clustering with k nearest neighbours (DPC-kNN), shared by FastVID, HoliTom and
 PruneVid (and FlashVID).
 
-The official codes (reference_methods.md sections 6.1, 7.1, 8.3; inllm_methods.md section 6.1)
-compute, for tokens ``x`` [N, D] in float32:
+The official codes (FastVID, HoliTom, FlashVID and PruneVid at the commits their packages'
+``FACTS`` name; e.g. HoliTom's ``holitom/llava_arch.py`` ``cluster_dpc_knn``) compute, for
+tokens ``x`` [N, D] in float32:
 
 * distances ``d_ij = |x_i - x_j| / sqrt(D)``;
 * density ``rho_i = exp(-mean of the k smallest d_ij^2)`` (self included), plus

@@ -33,7 +33,7 @@ from vcast.gpucheck.smoke import LLM_PARAMS
 from vcast.models.eager_memory import eager_attention_bytes, free_memory_bytes
 from vcast.models.meters import PeakMemory, measure
 from vcast.registry import method_params
-from vcast.testing import build_tiny_checkpoint
+from vcast.tiny_checkpoints import build_tiny_checkpoint
 
 PEAK_BOUND = 1.05
 FRAMES = 64

@@ -16,8 +16,8 @@ tokens are stand-ins (ids in the ASCII byte range, ordinary text tokens in every
 here): only their number matters for timing.
 
 ``size``: ``"real"`` (Qwen3-VL-8B-Instruct, LLaVA-OneVision-Qwen2-7B) or ``"tiny"`` (the same
-configs with the tiny checkpoints' widths and depths, :func:`vcast.testing.checkpoint_spec`; the
-kit's CPU mode).
+configs with the tiny checkpoints' widths and depths,
+:func:`vcast.tiny_checkpoints.checkpoint_spec`; the kit's CPU mode).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from vcast.testing import checkpoint_spec
+from vcast.tiny_checkpoints import checkpoint_spec
 
 SIZES = ("real", "tiny")
 

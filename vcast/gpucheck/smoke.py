@@ -1,8 +1,8 @@
 """``attach`` + ``generate`` for every registered method on the tiny checkpoint of each family.
 
-The checkpoints are :func:`vcast.testing.build_tiny_checkpoint`'s (real transformers classes,
-random weights), loaded in the run's dtype (bf16 on CUDA) on its device; the prompt is one
-8-frame video (:func:`vcast.gpucheck.models.video_inputs`). Per method and family, the check
+The checkpoints are :func:`vcast.tiny_checkpoints.build_tiny_checkpoint`'s (real transformers
+classes, random weights), loaded in the run's dtype (bf16 on CUDA) on its device; the prompt is
+one 8-frame video (:func:`vcast.gpucheck.models.video_inputs`). Per method and family, the check
 says which of these it got:
 
 - **equal to the reference** (every method that works before the LLM, on Qwen3-VL and
@@ -45,7 +45,7 @@ from vcast.gpucheck.models import video_inputs, video_tokens
 from vcast.gpucheck.results import FAIL, PASS, SKIPPED, Report
 from vcast.models.reference import encode, encoder_selection, pruned_inputs, survivors
 from vcast.registry import is_input_method, is_llm_method
-from vcast.testing import ARCHS, build_tiny_checkpoint
+from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
 
 RATIO = 0.25
 NEW_TOKENS = 4

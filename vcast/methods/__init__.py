@@ -1,4 +1,8 @@
-"""V-CAST's own compressors; importing this package registers them."""
+"""V-CAST's own compressors, one package per registered method; importing this package registers them.
 
-from vcast.methods import vanilla  # noqa: F401  (registers "vanilla": keep every token)
-from vcast.methods import vcast_pruning  # noqa: F401  (registers "vcast")
+Each package holds its registration in ``method.py`` (parameters, defaults, checks, facts and
+the dispatch to its variants) and its algorithm in the modules beside it.
+"""
+
+from vcast.methods.vanilla import method as _vanilla  # noqa: F401  (registers "vanilla": keep every token)
+from vcast.methods.vcast import method as _vcast  # noqa: F401  (registers "vcast")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Optional
 
 import torch
@@ -10,12 +9,13 @@ from torch import nn
 
 from vcast.api import input_method_refusal, select
 from vcast.models.adapter import Adapter
+from vcast.models.attached import attached_handle, remember
 from vcast.models.handle import PruningHandle, llm_plan
+from vcast.models.llava_onevision import LlavaOnevisionAdapter
+from vcast.models.qwen3_vl import Qwen3VLAdapter
 from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import check_params, get_method, is_input_method, is_llm_method, method_inputs
 from vcast.validation import check_ratio
-
-_ATTACHED: "weakref.WeakKeyDictionary[nn.Module, PruningHandle]" = weakref.WeakKeyDictionary()
 
 SUPPORTED_CLASSES = (
     "Qwen3VLForConditionalGeneration",
@@ -26,10 +26,7 @@ SUPPORTED_CLASSES = (
 
 def adapter_class(model: nn.Module) -> type[Adapter]:
     """The adapter for ``model``'s architecture; TypeError naming the class otherwise."""
-    import transformers
-
-    from vcast.models.llava_onevision import LlavaOnevisionAdapter
-    from vcast.models.qwen3_vl import Qwen3VLAdapter
+    import transformers  # imported on first use: it takes seconds
 
     qwen = (transformers.Qwen3VLForConditionalGeneration, transformers.Qwen3VLMoeForConditionalGeneration)
     if isinstance(model, qwen):
@@ -93,11 +90,12 @@ def attach(
     if needed and compress_images:
         raise ValueError(f"method {method!r} needs {', '.join(needed)} from the vision encoder, "
                          "which vcast reads for videos only; attach with compress_images=False")
-    if model in _ATTACHED:
+    existing = attached_handle(model)
+    if existing is not None:
         raise ValueError(f"this {type(model).__name__} already has a vcast handle attached "
-                         f"({_ATTACHED[model]!r}); detach it first")
+                         f"({existing!r}); detach it first")
     handle = PruningHandle(model, adapter_cls(model, positions, compress_images), method, ratio, params)
-    _ATTACHED[model] = handle
+    remember(model, handle)
     return handle
 
 
@@ -121,7 +119,3 @@ def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> No
         raise ValueError(f"invalid parameters for method {method!r} (checked on a {STAND_IN_FRAMES} x 1024-token "
                          f"test video): {error}") from None
 
-
-def _forget(model: nn.Module, handle: PruningHandle) -> None:
-    if _ATTACHED.get(model) is handle:
-        del _ATTACHED[model]

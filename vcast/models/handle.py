@@ -29,6 +29,7 @@ from torch import nn
 
 from vcast.api import select
 from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource, flat_tokens
+from vcast.models.attached import forget
 from vcast.models.layer_drops import LayerDrops, VideoTags
 from vcast.models.layout import SequenceLayout, plan_layout
 from vcast.models.llm_plan import LLMInfo, LLMPlan
@@ -129,8 +130,6 @@ class PruningHandle:
 
     def detach(self) -> None:
         """Remove every hook: the model behaves exactly as before :func:`attach`. Idempotent."""
-        from vcast.models.attach import _forget
-
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
@@ -141,7 +140,7 @@ class PruningHandle:
             self._drops.remove()
             self._drops = None
         self._context = self._active = None
-        _forget(self.model, self)
+        forget(self.model, self)
 
     def __enter__(self) -> "PruningHandle":
         return self

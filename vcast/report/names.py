@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from vcast.registry import available_methods, method_facts
+
 MODELS = {
     "qwen3vl_8b": "Qwen3-VL-8B-Instruct",
     "qwen3vl_32b": "Qwen3-VL-32B-Instruct",
@@ -14,39 +16,16 @@ MODELS = {
     "llava_video_7b": "LLaVA-Video-7B",
 }
 
-# config name -> (display name, venue shown after it in LaTeX)
-METHODS: dict[str, tuple[str, str]] = {
-    "vanilla": ("Vanilla", ""),
-    "vcast": ("V-CAST", "Ours"),
+# Method configs that are a registered method with other parameters (ablation and composite rows):
+# config name -> (display name, venue shown after it in LaTeX). A registered method's own name and
+# venue are its facts (:func:`vcast.registry.method_facts`), declared where it registers.
+CONFIG_ROWS: dict[str, tuple[str, str]] = {
     "vcast_official": ("V-CAST (official code)", ""),
-    "visionzip": ("VisionZip", "CVPR'25"),
-    "vidcom2": ("VidCom²", "EMNLP'25"),
-    "fastvid": ("FastVID", "NeurIPS'25"),
-    "holitom": ("HoliTom", "NeurIPS'25"),
-    "flashvid": ("FlashVID", "ICLR'26"),
-    "fastv": ("FastV", "ECCV'24"),
-    "pdrop": ("PDrop", "CVPR'25"),
-    "sparsevlm": ("SparseVLM", "ICML'25"),
-    "prunevid": ("PruneVid", "ACL'25"),
-    "framefusion": ("FrameFusion", "ICCV'25"),
-    "random": ("Random", ""),
-    "uniform": ("Uniform", ""),
-    "evs": ("EVS", "vLLM"),
-    "fewer_frames": ("Fewer frames", ""),
-    "downsample": ("Downsample", ""),
-    "dycoke": ("DyCoke (TTM)", "CVPR'25"),
-    "prunevid_stage_a": ("PruneVid (stage A)", "ACL'25"),
-    "framefusion_merge": ("FrameFusion (first merge)", "ICCV'25"),
-    "flashvid_merge": ("FlashVID (vision side)", "ICLR'26"),
-    "holitom_llm": ("HoliTom (+ in-LLM merge)", "NeurIPS'25"),
     "vcast_tau06": ("V-CAST (τ = 0.6)", ""),
     "vcast_tau09": ("V-CAST (τ = 0.9)", ""),
     "vcast_w09_11": ("V-CAST (w = 0.9, 1.1)", ""),
     "vcast_w11_09": ("V-CAST (w = 1.1, 0.9)", ""),
     "vcast_w13_07": ("V-CAST (w = 1.3, 0.7)", ""),
-    "avgpool_2x2": ("AvgPool (2x2)", ""),
-    "first_2x2": ("First (2x2)", ""),
-    "random_2x2": ("Random (2x2)", ""),
     "vcast_uniform": ("Uniform Allocation", ""),
     "vcast_random_alloc": ("Random Allocation", ""),
     "vcast_uniqueness": ("Global Uniqueness", ""),
@@ -57,6 +36,17 @@ METHODS: dict[str, tuple[str, str]] = {
 }
 
 
+def method_label(method: str) -> tuple[str, str]:
+    """``(display name, venue)`` of a method config name: its row in :data:`CONFIG_ROWS`, else the
+    registered method's facts, else ``(method, "")`` (e.g. a method of an ad-hoc experiment)."""
+    if method in CONFIG_ROWS:
+        return CONFIG_ROWS[method]
+    if method in available_methods():
+        facts = method_facts(method)
+        return facts.display, facts.venue
+    return method, ""
+
+
 def model_name(model: str) -> str:
     """The model's display name (the config name when it has none, e.g. tiny test models)."""
     return MODELS.get(model, model)
@@ -64,7 +54,7 @@ def model_name(model: str) -> str:
 
 def method_name(method: str) -> str:
     """The method's display name (the config name when it has none)."""
-    return METHODS.get(method, (method, ""))[0]
+    return method_label(method)[0]
 
 
 def paper_name(plain: str) -> str:
@@ -83,7 +73,7 @@ def latex(plain: str) -> str:
 
 def method_latex(method: str) -> str:
     """The method's LaTeX row label, with its venue in small type (``Ours`` in bold)."""
-    plain, venue = METHODS.get(method, (method, ""))
+    plain, venue = method_label(method)
     label = latex(plain)
     if venue == "Ours":
         return rf"\textbf{{{label} {{\scriptsize (Ours)}}}}"

@@ -7,7 +7,7 @@
 Each builds the tiny Qwen3-VL (text head_dim 32) in a temporary folder, asks one question about one
 generated clip in float32, greedy, and prints what it finds. The reference for (b) and (c) is HF
 ``generate`` with ``vcast.models.attach(model, "evs", r, variant="official")``, which keeps exactly
-vLLM's EVS tokens (``baselines/evs.py``) at their original positions: with right positions vLLM
+vLLM's EVS tokens (``baselines/simple/evs.py``) at their original positions: with right positions vLLM
 must produce the same tokens, as the plugin does with ``method="evs"``.
 """
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     import vcast.vllm
-    from vcast.vllm.testing import build_vllm_checkpoint
+    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
 
     stock_evs = {"video_pruning_rate": PRUNING_RATE, "video_pruning_method": "evs"}
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,13 +17,13 @@ from typing import Any, Mapping
 import torch
 
 from vcast.api import select
-from vcast.registry import check_params, get_method, is_llm_method, method_inputs
+from vcast.registry import check_params, get_method, is_llm_method, method_inputs, vllm_methods
 from vcast.selection import Selection
 from vcast.validation import check_ratio
 
 # Methods that prune post-merger tokens with nothing but the tokens (and the frame grid): the
-# ones that can run inside vLLM's video-pruning hook.
-VLLM_METHODS: tuple[str, ...] = ("vcast", "vidcom2", "random", "uniform", "dycoke", "evs")
+# ones that can run inside vLLM's video-pruning hook. Each says so in its facts (``vllm=True``).
+VLLM_METHODS: tuple[str, ...] = vllm_methods()
 # Why the others cannot (docs/vllm.md lists them per method).
 _NOT_IN_VLLM = {
     "vision_attention": "needs the vision encoder's attention maps, which vLLM's fused attention kernels never form",

@@ -1,0 +1,97 @@
+"""The table of every registered method, written from the facts each declares where it registers.
+
+``docs/baselines.md`` holds it between two marker lines; ``python -m vcast.method_table --write``
+rewrites that block after a method was added or its facts changed, and a test fails while the
+page and the registry disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from vcast.registry import available_methods, method_facts, method_inputs, method_kind, method_params, method_variants
+
+logger = logging.getLogger(__name__)
+
+START = "<!-- method table: written by `python -m vcast.method_table --write`; do not edit by hand -->"
+END = "<!-- end of method table -->"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "baselines.md"
+WHERE = {"vision": "vision side", "llm": "in the LLM", "input": "model input"}
+
+
+def _code(value: object) -> str:
+    return f"`{value}`"
+
+
+def _variants(name: str) -> str:
+    facts = method_facts(name)
+    parts = []
+    for variant in method_variants(name):
+        source = facts.code.get(variant)
+        parts.append(f"{_code(variant)}: {source}" if source else _code(variant))
+    return "<br>".join(parts)
+
+
+def _defaults(name: str) -> str:
+    params = {key: value for key, value in method_params(name).items() if key != "variant"}
+    return ", ".join(f"`{key}={value!r}`" for key, value in params.items()) or "–"
+
+
+def method_row(name: str) -> str:
+    """One Markdown row: name, display name, paper, where it runs, model inputs, variants with the
+    code each follows, parameters with their defaults."""
+    facts = method_facts(name)
+    where = WHERE[method_kind(name)] + (", vLLM" if facts.vllm else "")
+    inputs = ", ".join(map(_code, method_inputs(name))) or "–"
+    display = f"{facts.display} ({facts.venue})" if facts.venue else facts.display
+    cells = [_code(name), display, facts.paper or "–", where, inputs, _variants(name), _defaults(name)]
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def method_table() -> str:
+    """The whole table (between and including the marker lines), one row per registered method."""
+    header = ("| method | shown as | paper | runs | model inputs | variants: code followed | parameters (defaults) |\n"
+              "|---|---|---|---|---|---|---|")
+    rows = "\n".join(method_row(name) for name in available_methods())
+    return f"{START}\n{header}\n{rows}\n{END}"
+
+
+def page_table(text: str) -> Optional[str]:
+    """The block between the markers in ``text`` (markers included), or None without them."""
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        return None
+    return text[start:end + len(END)]
+
+
+def write(page: Path = PAGE) -> bool:
+    """Rewrite ``page``'s block; True if it changed. ValueError when the page has no markers."""
+    text = page.read_text(encoding="utf-8")
+    old = page_table(text)
+    if old is None:
+        raise ValueError(f"{page} has no method table block (a line {START!r} ... {END!r})")
+    new = method_table()
+    if old == new:
+        return False
+    page.write_text(text.replace(old, new), encoding="utf-8")
+    return True
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vcast.method_table", description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"rewrite the block in {PAGE.name} instead of printing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not args.write:
+        sys.stdout.write(method_table() + "\n")
+        return 0
+    logger.info("%s: %s", PAGE, "rewritten" if write() else "already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
