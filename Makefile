@@ -49,8 +49,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -c "import torch, torchvision, transformers, vcast; print('vcast', vcast.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| transformers', transformers.__version__)"
 	touch $(STAMP)
 
+# One pytest worker per core (pytest-xdist; tests/conftest.py starts the slow tests first and keeps
+# the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
+PYTEST_PARALLEL ?= -n auto --dist loadgroup
+
 test: $(STAMP) $(SLURM_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-vllm
 
 # vLLM serving backend (docs/vllm.md): a separate environment, since vLLM pins its own torch and
@@ -111,7 +115,7 @@ bench-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/bench_vllm.py
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow"
 
 # The synthetic benchmark's clips and questions (idempotent; vcast/eval/tasks/vcast_synth/data).
 synth-data: $(STAMP)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,6 @@ TAU_BASE2 = 1.0 / math.log(2.0)
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One tiny random-weight checkpoint per architecture (seed 0), built once per session."""
-    import os
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
@@ -99,7 +99,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem) -> None:
     """Name each ``slow`` test as it starts (without ``-v``): pytest's dots alone stand still for
-    minutes during a subprocess run, which looks like a hang."""
+    minutes during a subprocess run, which looks like a hang. A pytest-xdist worker has no
+    terminal of its own, so it writes the line to the stderr it shares with the main process."""
+    if item.config.option.verbose > 0 or not item.get_closest_marker("slow"):
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        sys.__stderr__.write(f"  [{worker}] running slow test {item.nodeid}\n")
+        sys.__stderr__.flush()
+        return
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and item.config.option.verbose <= 0 and item.get_closest_marker("slow"):
+    if reporter is not None:
         reporter.write_line(f"  running slow test {item.nodeid}")
