@@ -87,10 +87,25 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.stop()
 
 
+# The longest tests (a few minutes on 2 cores: whole sweeps through lmms-eval), started first so
+# that under pytest-xdist none of them runs alone at the end while the other workers idle. A
+# scheduling hint only: a renamed test merely starts later.
+LONGEST_FIRST = ("test_build_demo_runs_the_sweep_then_writes_the_table_and_figure",
+                 "test_in_llm_method_configs_sweep_on_tiny_llava",
+                 "test_ctrl_c_at_any_moment_prints_one_line_exits_130_and_keeps_finished_cells")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2``): slow tests first, so the longest ones overlap instead of
-    one of them running alone at the end; every test of the one SLURM cluster in one worker."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order within each half
+    """Under pytest-xdist (``make test``: ``-n auto``): the longest tests, then the other slow
+    ones, then the rest, so the long ones overlap instead of one of them running alone at the
+    end; every test of the one SLURM cluster in one worker."""
+    def order(item: pytest.Item) -> tuple[int, int]:
+        name = getattr(item, "originalname", item.name)
+        if name in LONGEST_FIRST:
+            return 0, LONGEST_FIRST.index(name)
+        return (1 if item.get_closest_marker("slow") else 2), 0
+
+    items.sort(key=order)  # stable: file order within each rank
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))

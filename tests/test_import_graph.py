@@ -139,6 +139,21 @@ def test_no_function_level_import_breaks_a_circle() -> None:
     assert dodges == []
 
 
+def test_no_method_module_imports_a_registration() -> None:
+    """A method's ``method.py`` registers it; its variants and helpers, and every other method,
+    import the modules that hold the code, never a registration (only the loaders do)."""
+    edges, inner = _graph()
+    loaders = {"baselines", "vcast.methods"}
+    found = []
+    for module in sorted(edges):
+        if module in loaders or not module.startswith(("baselines.", "vcast.")):
+            continue
+        targets = set(edges[module]) | {target for target, _ in inner[module]}
+        found += [f"{module} imports {target}" for target in sorted(targets)
+                  if target.endswith(".method") and target.startswith(("baselines.", "vcast.methods."))]
+    assert found == []
+
+
 @pytest.mark.parametrize("source, outcomes", [
     ({"p/__init__.py": "", "p/a.py": "from p.b import f\n", "p/b.py": "from p.a import g\n"}, ["fail", "ok"]),
     ({"p/__init__.py": "", "p/a.py": "from p.b import f\n",

@@ -6,7 +6,7 @@ import functools
 
 from baselines.framefusion.official import official_choose
 from baselines.framefusion.paper import framefusion_choose
-from baselines.framefusion_merge.release import RELEASE_BUDGET_LAYERS
+from baselines.framefusion_merge.release import PAPER_CITATION, RELEASE, RELEASE_BUDGET_LAYERS
 from vcast.method_facts import MethodFacts
 from vcast.models.llm_plan import SCORE_MODES, LLMInfo, LLMPlan, LLMStage
 from vcast.registry import register_llm_method
@@ -16,16 +16,8 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 PRE_METHOD = "framefusion_merge"
 VARIANTS = (PAPER, OFFICIAL)
 
-FACTS = MethodFacts(
-    display="FrameFusion",
-    venue="ICCV'25",
-    paper=('"FrameFusion: Combining Similarity and Importance for Video Token Reduction on Large Visual '
-           'Language Models" (Fu et al., ICCV 2025)'),
-    code={
-        PAPER: "thu-nics/FrameFusion@fbec1d2 framefusion/main.py forward",
-        OFFICIAL: "thu-nics/FrameFusion@fbec1d2 framefusion/main.py forward",
-    },
-)
+FACTS = MethodFacts(display="FrameFusion", venue="ICCV'25", paper=PAPER_CITATION,
+                    code={PAPER: RELEASE, OFFICIAL: RELEASE})
 
 
 def default_similarity_bound(family: str) -> float:

@@ -6,7 +6,7 @@ import torch
 
 from baselines.framefusion_merge.official import official_merge_select
 from baselines.framefusion_merge.paper import paper_merge_select
-from baselines.framefusion_merge.release import RELEASE_BUDGET_LAYERS
+from baselines.framefusion_merge.release import PAPER_CITATION, RELEASE, RELEASE_BUDGET_LAYERS
 from vcast.method_facts import MethodFacts
 from vcast.registry import register_method
 from vcast.selection import Selection
@@ -15,16 +15,8 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 
 VARIANTS = (PAPER, OFFICIAL)
 
-FACTS = MethodFacts(
-    display="FrameFusion (first merge)",
-    venue="ICCV'25",
-    paper=('"FrameFusion: Combining Similarity and Importance for Video Token Reduction on Large Visual '
-           'Language Models" (Fu et al., ICCV 2025)'),
-    code={
-        PAPER: "thu-nics/FrameFusion@fbec1d2 framefusion/main.py forward",
-        OFFICIAL: "thu-nics/FrameFusion@fbec1d2 framefusion/main.py forward",
-    },
-)
+FACTS = MethodFacts(display="FrameFusion (first merge)", venue="ICCV'25", paper=PAPER_CITATION,
+                    code={PAPER: RELEASE, OFFICIAL: RELEASE})
 
 
 @register_method("framefusion_merge", inputs=(), variants=VARIANTS, facts=FACTS)
