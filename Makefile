@@ -102,9 +102,10 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.tiny_checkpoints --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite
 
-# The synthetic benchmark through lmms-eval with vLLM serving the tiny Qwen3-VL, every method that runs
-# inside vLLM (docs/vllm.md), then the cells' status.
-VLLM_DEMO_METHODS := vanilla,vcast,random,uniform,dycoke,vidcom2,evs
+# The synthetic benchmark through lmms-eval with vLLM serving the tiny Qwen3-VL, vanilla and every
+# method that runs inside vLLM (vcast.vllm.VLLM_METHODS: the methods whose facts say so), then the
+# cells' status.
+VLLM_DEMO_METHODS = vanilla,$(shell $(VLLM_VENV)/bin/python -c "import vcast.vllm; print(','.join(vcast.vllm.VLLM_METHODS))")
 demo-vllm: $(VLLM_EVAL_STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.sweep experiment=demo model=tiny_qwen3vl_vllm \
 		method=$(VLLM_DEMO_METHODS) results_root=$(RESULTS) -m
