@@ -14,7 +14,5 @@ import importlib.util
 import pkgutil
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
-    if not _info.ispkg:
-        importlib.import_module(f"{__name__}.{_info.name}")
-    elif importlib.util.find_spec(f"{__name__}.{_info.name}.method") is not None:
+    if _info.ispkg and importlib.util.find_spec(f"{__name__}.{_info.name}.method") is not None:
         importlib.import_module(f"{__name__}.{_info.name}.method")
