@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from baselines.common import papers
 from baselines.flashvid.official import official_plan
 from baselines.flashvid.paper import paper_plan
 from baselines.flashvid_merge.params import check_merge_params
@@ -17,8 +18,7 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 FACTS = MethodFacts(
     display="FlashVID",
     venue="ICLR'26",
-    paper='"FlashVID: Efficient Video Large Language Models via Training-free Tree-based Spatiotemporal '
-          'Token Merging" (Fan et al., ICLR 2026)',
+    paper=papers.FLASHVID,
     code={OFFICIAL: "Fanziyang-v/FlashVID@1d37422 flashvid/utils.py fastv_prune"},
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from baselines.common import papers
 from baselines.common.model_inputs import vision_attention_input
 from baselines.flashvid_merge.official import flashvid_merge_official
 from baselines.flashvid_merge.paper import paper_merge
@@ -17,8 +18,7 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 FACTS = MethodFacts(
     display="FlashVID (vision side)",
     venue="ICLR'26",
-    paper='"FlashVID: Efficient Video Large Language Models via Training-free Tree-based Spatiotemporal '
-          'Token Merging" (Fan et al., ICLR 2026)',
+    paper=papers.FLASHVID,
     code={OFFICIAL: "Fanziyang-v/FlashVID@1d37422 flashvid/utils.py flashvid_compression"},
 )
 

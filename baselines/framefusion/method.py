@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 
+from baselines.common import papers
 from baselines.framefusion.official import official_choose
 from baselines.framefusion.paper import framefusion_choose
-from baselines.framefusion_merge.release import PAPER_CITATION, RELEASE, RELEASE_BUDGET_LAYERS
+from baselines.framefusion_merge.release import RELEASE, RELEASE_BUDGET_LAYERS
 from vcast.method_facts import MethodFacts
 from vcast.models.llm_plan import SCORE_MODES, LLMInfo, LLMPlan, LLMStage
 from vcast.registry import register_llm_method
@@ -16,7 +17,7 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 PRE_METHOD = "framefusion_merge"
 VARIANTS = (PAPER, OFFICIAL)
 
-FACTS = MethodFacts(display="FrameFusion", venue="ICCV'25", paper=PAPER_CITATION,
+FACTS = MethodFacts(display="FrameFusion", venue="ICCV'25", paper=papers.FRAMEFUSION,
                     code={PAPER: RELEASE, OFFICIAL: RELEASE})
 
 

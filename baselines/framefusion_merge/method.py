@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from baselines.common import papers
 from baselines.framefusion_merge.official import official_merge_select
 from baselines.framefusion_merge.paper import paper_merge_select
-from baselines.framefusion_merge.release import PAPER_CITATION, RELEASE, RELEASE_BUDGET_LAYERS
+from baselines.framefusion_merge.release import RELEASE, RELEASE_BUDGET_LAYERS
 from vcast.method_facts import MethodFacts
 from vcast.registry import register_method
 from vcast.selection import Selection
@@ -15,7 +16,7 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 
 VARIANTS = (PAPER, OFFICIAL)
 
-FACTS = MethodFacts(display="FrameFusion (first merge)", venue="ICCV'25", paper=PAPER_CITATION,
+FACTS = MethodFacts(display="FrameFusion (first merge)", venue="ICCV'25", paper=papers.FRAMEFUSION,
                     code={PAPER: RELEASE, OFFICIAL: RELEASE})
 
 

@@ -38,9 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-# The paper and the release both FrameFusion methods follow (their facts).
-PAPER_CITATION = ('"FrameFusion: Combining Similarity and Importance for Video Token Reduction on Large Visual '
-                  'Language Models" (Fu et al., ICCV 2025)')
+# The release both FrameFusion methods follow (their facts).
 RELEASE = "thu-nics/FrameFusion@fbec1d2 framefusion/main.py forward"
 RELEASE_BUDGET_LAYERS = 28  # _compute_pruning_ratio's default num_layers (Qwen2-7B's depth)
 FIRST_OF_PATCH = -2.0  # the release's IGNORE_TOKEN similarity: never a candidate

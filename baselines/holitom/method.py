@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+from baselines.common import papers
 from baselines.common.model_inputs import vision_attention_input
 from baselines.holitom.official import official_select
 from baselines.holitom.paper import paper_select
@@ -23,7 +24,7 @@ HOLITOM_VARIANTS = (PAPER, OFFICIAL, VIDCOM2_QWEN)
 FACTS = MethodFacts(
     display="HoliTom",
     venue="NeurIPS'25",
-    paper='"HoliTom: Holistic Token Merging for Fast Video Large Language Models" (Shao et al., NeurIPS 2025)',
+    paper=papers.HOLITOM,
     code={
         PAPER: "cokeshao/HoliTom@e9b2972 holitom/llava_arch.py",
         OFFICIAL: "cokeshao/HoliTom@e9b2972 holitom/llava_arch.py",

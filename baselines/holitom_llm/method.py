@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from baselines.common import papers
 from baselines.holitom.params import check_outer_params
 from baselines.holitom_llm.budget import BUDGETS, outer_ratio
 from baselines.holitom_llm.official import official_inner_choose
@@ -23,7 +24,7 @@ HOLITOM_LLM_VARIANTS = (PAPER, OFFICIAL)
 FACTS = MethodFacts(
     display="HoliTom (+ in-LLM merge)",
     venue="NeurIPS'25",
-    paper='"HoliTom: Holistic Token Merging for Fast Video Large Language Models" (Shao et al., NeurIPS 2025)',
+    paper=papers.HOLITOM,
     code={
         PAPER: "cokeshao/HoliTom@e9b2972 holitom/modeling_qwen2.py",
         OFFICIAL: "cokeshao/HoliTom@e9b2972 holitom/modeling_qwen2.py",

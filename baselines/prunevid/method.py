@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from baselines.common import papers
 from baselines.prunevid.defaults import default_selected_layer, split_ratio
 from baselines.prunevid.official import official_plan
 from baselines.prunevid.paper import paper_plan
@@ -19,7 +20,7 @@ VARIANTS = (PAPER, OFFICIAL)
 FACTS = MethodFacts(
     display="PruneVid",
     venue="ACL'25",
-    paper='"PruneVid: Visual Token Pruning for Efficient Video Large Language Models" (Huang et al., ACL 2025 Findings)',
+    paper=papers.PRUNEVID,
     code={OFFICIAL: "Visual-AI/PruneVid@b12600c models/pllava/elastic_cache.py process_attention"},
 )
 

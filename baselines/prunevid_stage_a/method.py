@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from baselines.common import papers
 from baselines.prunevid_stage_a.official import official_select
 from baselines.prunevid_stage_a.paper import paper_select
 from baselines.prunevid_stage_a.params import check_stage_a_params
@@ -18,7 +19,7 @@ VARIANTS = (PAPER, OFFICIAL)
 FACTS = MethodFacts(
     display="PruneVid (stage A)",
     venue="ACL'25",
-    paper='"PruneVid: Visual Token Pruning for Efficient Video Large Language Models" (Huang et al., ACL 2025 Findings)',
+    paper=papers.PRUNEVID,
     code={OFFICIAL: "Visual-AI/PruneVid@b12600c models/pllava/modeling_pllava.py merge_frames_dynamic"},
 )
 
