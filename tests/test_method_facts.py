@@ -12,7 +12,7 @@ from vcast.method_facts import MethodFacts
 from vcast.method_table import PAGE, method_table, page_table
 from vcast.registry import (available_methods, get_method, method_facts, method_kind, method_variants,
                             register_method, vllm_methods)
-from vcast.report.names import method_latex, method_name
+from vcast.report.names import latex, method_latex, method_name
 from vcast.variants import PAPER
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def test_every_method_declares_its_facts(name: str) -> None:
         if variant != PAPER:  # a variant other than ours follows released code, named with its commit
             assert SOURCE.match(facts.code.get(variant, "")), f"{name} {variant}: {facts.code.get(variant)!r}"
     assert method_name(name) == facts.display
-    assert facts.display.replace("²", "$^2$").split(" (")[0].split("$")[0] in method_latex(name)
+    assert latex(facts.display) in method_latex(name)
 
 
 def test_the_baselines_package_has_a_folder_per_method() -> None:
