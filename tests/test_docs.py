@@ -137,7 +137,7 @@ def _check_lmms_eval(words: list[str], where: str) -> None:
 
     options = dict(zip(words, words[1:]))
     assert options.get("--model") in MODELS, f"{where}: --model is not one of vcast's plugins {sorted(MODELS)}"
-    own = {task.name for task in TASKS.iterdir() if (task / f"{task.name}.yaml").is_file()}
+    own = {path.stem for path in TASKS.glob("*/*.yaml")}  # vcast_synth, vcast_synth_heldout
     if own & set(options.get("--tasks", "").split(",")):
         # lmms-eval 0.7.3 finds tasks only in its own folder or an --include_path.
         assert options.get("--include_path") == "vcast/eval/tasks", f"{where}: vcast's tasks need --include_path"

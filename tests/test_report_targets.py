@@ -30,7 +30,7 @@ def _efficiency(kept: float) -> dict:
 
 def _write_demo_cell(root: Path, method: str, ratio: float, preds: str, pretrained: Path, frames: int = 8,
                      experiment: str = "demo") -> None:
-    spec = dataclasses.replace(answers_spec(experiment, "tiny_qwen3vl", frames, ratio, method, SYNTH),
+    spec = dataclasses.replace(answers_spec(experiment, "demo_qwen3vl", frames, ratio, method, SYNTH),
                                plugin="vcast_qwen3_vl", pretrained=str(pretrained), model_args=dict(PIXELS))
     answers = {"vcast_synth": [Answer(p, "A") for p in preds]}
     write_answers_cell(root, spec, SYNTH, answers, efficiency=_efficiency(64.0 * ratio))
@@ -110,7 +110,7 @@ def test_figure_input_comes_from_the_most_common_finished_cells_unless_given(tmp
     for method in ("vanilla", "vcast"):
         _write_demo_cell(results, method, 0.25, "AB", Path("/ckpt/a"), frames=16)
     _write_demo_cell(results, "random", 0.25, "AB", Path("/ckpt/b"), frames=8)
-    geometry = cell_geometry(results, ("demo",), "tiny_qwen3vl")
+    geometry = cell_geometry(results, ("demo",), "demo_qwen3vl")
     assert (geometry.pretrained, geometry.frames, geometry.max_pixels, geometry.min_pixels, geometry.cells) == (
         "/ckpt/a", 16, 16384, 4096, 2)
     assert cell_geometry(results, ("demo",), "another_model") is None

@@ -254,8 +254,8 @@ def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path,
     reads the vision encoder (VisionZip + V-CAST budgeting, its params from the config), a pure
     pruning one and one with its own budget, each cell ok with the tokens it really kept."""
     command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "experiment=demo", "model=tiny_llava_ov",
-               f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2",
-               "method=visionzip_vcast,vidcom2,dycoke", "-m"]
+               f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2", "ratio=0.25",
+               "task=vcast_synth", "method=visionzip_vcast,vidcom2,dycoke", "-m"]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -280,7 +280,7 @@ def test_in_llm_method_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: 
     methods = sorted(m for m in vcast.available_methods() if is_llm_method(m))
     command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "experiment=demo", "model=tiny_llava_ov",
                f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2", "ratio=0.6",
-               f"method={','.join(methods)}", "-m"]  # 0.6: PDrop's layer average is reachable on 2 layers
+               "task=vcast_synth", f"method={','.join(methods)}", "-m"]  # 0.6: PDrop's layer average is reachable on 2 layers
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -108,10 +108,10 @@ def test_the_dry_run_prints_jobs_and_the_sbatch_script(tmp_path: Path) -> None:
     run = _sweep([f"results_root={tmp_path}", "experiment=demo", "method=vanilla,vcast", "ratio=0.25,0.5",
                   "hydra/launcher=slurm_h100", "hydra.launcher.partition=h100", "dry_run=true", "-m"], cwd=ROOT)
     output = run.stdout + run.stderr
-    assert run.returncode in (0, 2), output[-3000:]  # 2: the tiny checkpoint is not built here
+    assert run.returncode in (0, 2), output[-3000:]  # 2: the held-out set is not generated here
     lines = output.splitlines()
-    assert "   0  demo/tiny_qwen3vl/16f/vanilla/r1/vcast_synth  run" in lines
-    assert "   3  demo/tiny_qwen3vl/16f/vcast/r0.5/vcast_synth  run" in lines
+    assert "   0  demo/demo_qwen3vl/32f/vanilla/r1/vcast_synth_heldout  run" in lines
+    assert "   3  demo/demo_qwen3vl/32f/vcast/r0.5/vcast_synth_heldout  run" in lines
     if shutil.which("srun"):
         assert "#SBATCH --array=0-3%4" in lines and "#SBATCH --job-name=vcast-demo" in lines
         assert "#SBATCH --partition=h100" in lines

@@ -294,6 +294,20 @@ def test_parse_choice(response: str, letter: str) -> None:
     assert load_task_utils().parse_choice(response) == letter
 
 
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        (" blue", "C"), ("Blue.", "C"), ("3", ""), ("green", ""), ("blue (A)", "A"), ("blue or red", ""),
+        ("D", "D"), ("", ""),
+    ],
+)
+def test_parse_choice_falls_back_to_the_option_text(response: str, letter: str) -> None:
+    """Rule 3, after the letter rules: a reply that is exactly one option's text names it."""
+    options = ["A. red", "B. yellow", "C. blue", "D. cyan"]
+    assert load_task_utils().parse_choice(response, options) == letter
+    assert load_task_utils().parse_choice(" 3", ["A. 1", "B. 2", "C. 3", "D. 4"]) == "C"
+
+
 @pytest.fixture
 def task_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A copy of the task folder with its own data/ (3 items), and the datasets cache in tmp_path."""

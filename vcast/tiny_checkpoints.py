@@ -16,6 +16,8 @@ Sizes:
   do, so a clip becomes as many tokens as with the real models: Qwen3-VL with the published
   video pixel budget (64 frames of 448 x 448 -> 32 temporal patches x 14 x 14 = 196 tokens each),
   LLaVA-OneVision with the real 384 px SigLIP input (27 x 27 patches, pooled to 14 x 14 = 196).
+* ``demo`` (Qwen3-VL only): the shape of the demo model that ``vcast.demo_model`` trains on the
+  synthetic benchmark (text 128 wide x 4 layers, vision 64 wide x 2 blocks); random here.
 
 Architecture features that are kept: Qwen3-VL patch 16, temporal patch 2, 2x2 spatial merge,
 interleaved MRoPE (``mrope_section`` sized to the head dim), DeepStack (3 injection layers, all
@@ -42,7 +44,9 @@ from vcast.atomic_files import swap_in_dir
 logger = logging.getLogger(__name__)
 
 ARCHS: tuple[str, ...] = ("qwen3_vl", "qwen3_vl_moe", "llava_onevision")
-SIZES: tuple[str, ...] = ("tiny", "bench")
+SIZES: tuple[str, ...] = ("tiny", "bench", "demo")
+# "demo" is the shape of the trained demo model (vcast.demo_model), Qwen3-VL only.
+_QWEN_ONLY_SIZES: tuple[str, ...] = ("demo",)
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
@@ -107,7 +111,7 @@ _LLAVA_OV_CHAT_TEMPLATE = (
 )
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def byte_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable unicode map (what the ByteLevel pre-tokenizer emits)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
     bs += list(range(ord("®"), ord("ÿ") + 1))
@@ -132,7 +136,7 @@ def _build_tokenizer(specials: tuple[str, ...], chat_template: str, eos: str, pa
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    byte_map = _bytes_to_unicode()
+    byte_map = byte_to_unicode()
     vocab = {byte_map[b]: b for b in range(256)}
     for i, tok in enumerate(specials):
         vocab[tok] = 256 + i
@@ -187,6 +191,12 @@ _QWEN_TEXT: dict[str, dict[str, Any]] = {
         hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
         num_key_value_heads=4, head_dim=64, mrope_section=[12, 10, 10],
     ),
+    # rope_theta 10,000 instead of the released 5,000,000 (set for 256k-token contexts): the demo
+    # model's prompts are ~500 tokens, and it learns to find an option's letter far sooner so.
+    "demo": dict(
+        hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=32, mrope_section=[8, 4, 4], rope_theta=10_000.0,
+    ),
 }
 # Qwen3-VL vision towers: patch 16, temporal patch 2, merge 2; DeepStack taps at 3 blocks
 # (the real [8, 16, 24] of 27 scaled down), all < depth; the text depth (>= 3) covers all 3
@@ -196,6 +206,8 @@ _QWEN_VISION: dict[str, dict[str, Any]] = {
                  deepstack_visual_indexes=[0, 1, 2]),
     "bench": dict(depth=4, hidden_size=64, intermediate_size=128, num_heads=4, num_position_embeddings=256,
                   deepstack_visual_indexes=[1, 2, 3]),
+    "demo": dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=2, num_position_embeddings=64,
+                 deepstack_visual_indexes=[0, 1]),
 }
 _QWEN_MOE: dict[str, dict[str, Any]] = {
     "tiny": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1),
@@ -212,11 +224,13 @@ _QWEN_MOE: dict[str, dict[str, Any]] = {
 _QWEN_VIDEO_SIZE: dict[str, dict[str, int]] = {
     "tiny": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
     "bench": {"shortest_edge": 4096, "longest_edge": 25_165_824},
+    "demo": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
 }
 # bench: ``preprocessor_config.json`` of the same checkpoints (65,536 .. 16,777,216 pixels).
 _QWEN_IMAGE_SIZE: dict[str, dict[str, int]] = {
     "tiny": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
     "bench": {"shortest_edge": 64 * 32 * 32, "longest_edge": 16384 * 32 * 32},
+    "demo": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
 }
 
 _LLAVA_TEXT: dict[str, dict[str, Any]] = {
@@ -255,6 +269,8 @@ def _validate(arch: str, size: str) -> None:
         raise ValueError(f"unknown arch {arch!r}; expected one of {', '.join(ARCHS)}")
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}")
+    if size in _QWEN_ONLY_SIZES and arch != "qwen3_vl":
+        raise ValueError(f"size {size!r} exists for qwen3_vl only, not {arch!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +278,7 @@ def _validate(arch: str, size: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _build_qwen3_vl(arch: str, size: str) -> tuple[Any, Any]:
+def _build_qwen3_vl(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     from transformers import (
         GenerationConfig,
         Qwen2VLImageProcessor,
@@ -278,11 +294,12 @@ def _build_qwen3_vl(arch: str, size: str) -> tuple[Any, Any]:
     # " seconds" is one token, as in the real tokenizer: each temporal patch's "<t seconds>"
     # prefix then costs about as many tokens as it does with real checkpoints.
     tokenizer = _build_tokenizer(_QWEN3_VL_SPECIALS, _QWEN3_VL_CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>",
-                                 words=(" seconds",))
+                                 words=(" seconds", *words))
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _QWEN3_VL_SPECIALS}
 
     text = dict(spec["text"])
     mrope_section = text.pop("mrope_section")
+    rope_theta = text.pop("rope_theta", 5_000_000.0)
     text.update(
         vocab_size=_padded_vocab(len(tokenizer)),
         hidden_act="silu",
@@ -292,7 +309,7 @@ def _build_qwen3_vl(arch: str, size: str) -> tuple[Any, Any]:
         bos_token_id=ids["<|endoftext|>"],
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
-        rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": mrope_section,
+        rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope_section,
                          "mrope_interleaved": True},
     )
     vision = dict(spec["vision"])
@@ -389,14 +406,22 @@ def _build_llava_onevision(size: str) -> tuple[Any, Any]:
     return model, processor
 
 
-def _build(arch: str, size: str, seed: int) -> tuple[Any, Any]:
-    """Construct the model (weights seeded by ``seed``, global RNG untouched) and processor."""
+def build(arch: str, size: str, seed: int, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
+    """Construct the model (weights seeded by ``seed``, global RNG untouched) and processor, in memory.
+
+    ``words`` (Qwen3-VL only): extra whole-word tokens for the tokenizer, each ASCII word as the
+    byte-level pre-tokenizer cuts it (``" blue"``); the demo model's are its prompts' words
+    (:mod:`vcast.demo_model.vocabulary`), as a real vocabulary has them.
+    """
+    _validate(arch, size)
+    if words and arch == "llava_onevision":
+        raise ValueError("extra words are for the Qwen3-VL tokenizers only")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if arch == "llava_onevision":
             model, processor = _build_llava_onevision(size)
         else:
-            model, processor = _build_qwen3_vl(arch, size)
+            model, processor = _build_qwen3_vl(arch, size, tuple(words))
     model.eval()
     return model, processor
 
@@ -431,7 +456,7 @@ def build_tiny_checkpoint(
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        model, processor = _build(arch, size, seed)
+        model, processor = build(arch, size, seed)
         n_params = sum(p.numel() for p in model.parameters())
         logger.info("built %s/%s (seed %d): %.2f M parameters", arch, size, seed, n_params / 1e6)
         model.save_pretrained(tmp)

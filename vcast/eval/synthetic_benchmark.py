@@ -45,6 +45,11 @@ logger = logging.getLogger(__name__)
 GENERATOR_VERSION = 1
 
 DEFAULT_DATA_DIR = Path(__file__).parent / "tasks" / "vcast_synth" / "data"
+# The held-out evaluation set (task vcast_synth_heldout): the demo's items, from a seed no training
+# stream uses (vcast.demo_model.recipe draws its clips from seeds >= 10_000).
+HELDOUT_DATA_DIR = Path(__file__).parent / "tasks" / "vcast_synth" / "data_heldout"
+HELDOUT_SEED = 2026
+HELDOUT_ITEMS_PER_CATEGORY = 100
 JSONL_NAME = "vcast_synth.jsonl"
 MANIFEST_NAME = "manifest.json"
 VIDEOS_DIR = "videos"

@@ -260,6 +260,11 @@ def qwen_frame_count(requested: int, available: int, factor: int = 2) -> int:
     return count
 
 
+def linspace_indices(total: int, count: int) -> list[int]:
+    """``qwen_vl_utils``' frame choice: ``linspace(0, total - 1, count).round()`` (half to even)."""
+    return torch.linspace(0, total - 1, count).round().long().tolist()
+
+
 def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FOLDER_FPS,
                     count_for: Callable[[int], int] | None = None) -> DecodedVideo:
     """``qwen_vl_utils``' decord reader with ``nframes``: ``linspace(0, N-1, n).round()`` (a GIF or
@@ -273,7 +278,7 @@ def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FO
     count = qwen_frame_count(max_num_frames, video.total)
     if count_for is not None:
         count = count_for(count)
-    indices = torch.linspace(0, video.total - 1, count).round().long().tolist()
+    indices = linspace_indices(video.total, count)
     frames = video.read(indices)
     logger.debug("read %s: %d of %d frames at %.3g fps", video.path, count, video.total, video.fps)
     return DecodedVideo(frames=frames, indices=indices, total_frames=video.total, fps=video.fps)

@@ -61,7 +61,7 @@ PRODUCTS: dict[str, Product] = {product.name: product for product in (
     Product("budget-gains", ("budget_others",), figures=("budget-gains",), description="fig:ablation_budget_others"),
     Product("budgets", (), figures=("budget-profiles",), description="fig:temporal_allocation"),
     Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles",), out_dir="demo",
-            model="tiny_qwen3vl", options=BUILD_OPTIONS,
+            model="demo_qwen3vl", options=BUILD_OPTIONS,
             description="the demo's table (kept tokens, ± intervals), its per-sample analysis and trade-off figure, "
                         "and a budget profile of one synthetic video at the cells' frames and resolution"),
 )}

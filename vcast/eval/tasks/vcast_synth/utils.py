@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 # A fixed name: lmms-eval loads this file as a module called "utils".
@@ -17,6 +18,9 @@ logger = logging.getLogger("vcast.eval.tasks.vcast_synth")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 JSONL = DATA_DIR / "vcast_synth.jsonl"
 GENERATE_HINT = f"`python scripts/make_synthetic_benchmark.py --out {DATA_DIR}` (or `make synth-data`)"
+# vcast_synth_heldout: the same questions, 100 per category from their own seed (the demo's set).
+HELDOUT_DIR = Path(__file__).resolve().parent / "data_heldout"
+HELDOUT_HINT = "`python scripts/make_synthetic_benchmark.py --heldout` (or `make synth-heldout`)"
 METRIC = "vcast_synth_acc"
 DEFAULT_POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
 
@@ -40,14 +44,21 @@ def _report_missing_data() -> None:
 _report_missing_data()
 
 
+def _video(data_dir: Path, doc: dict, hint: str) -> list[str]:
+    path = data_dir / doc["video"]
+    if not path.is_file():
+        raise FileNotFoundError(f"vcast_synth video {path} is missing; generate the benchmark with {hint}")
+    return [str(path)]
+
+
 def doc_to_visual(doc: dict) -> list[str]:
     """``[absolute mp4 path]``; raises ``FileNotFoundError`` with the fix if it is missing."""
-    path = DATA_DIR / doc["video"]
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"vcast_synth video {path} is missing; generate the benchmark with {GENERATE_HINT}"
-        )
-    return [str(path)]
+    return _video(DATA_DIR, doc, GENERATE_HINT)
+
+
+def doc_to_visual_heldout(doc: dict) -> list[str]:
+    """:func:`doc_to_visual` for ``vcast_synth_heldout`` (its videos are under ``data_heldout/``)."""
+    return _video(HELDOUT_DIR, doc, HELDOUT_HINT)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
@@ -58,7 +69,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str
     return f"{pre_prompt}{doc['question']}\n" + "\n".join(doc["options"]) + post_prompt
 
 
-def parse_choice(response: str) -> str:
+def parse_choice(response: str, options: Sequence[str] = ()) -> str:
     """The option letter a reply names, or ``""`` if none can be found.
 
     Rules, in order:
@@ -67,7 +78,10 @@ def parse_choice(response: str) -> str:
        quotes or ``**`` and followed by punctuation: ``"b"``, ``"(C)"``, ``"D."``;
     2. otherwise the first capital A-D standing alone (no letter or digit either side), except an
        ``A`` followed by a space and a word, which is the article: ``"The answer is B"`` -> B,
-       ``"(C) blue"`` -> C, ``"A. red"`` -> A, ``"A red square"`` -> no letter.
+       ``"(C) blue"`` -> C, ``"A. red"`` -> A, ``"A red square"`` -> no letter;
+    3. otherwise, given the item's ``options`` (``"C. blue"``), a reply that is exactly one
+       option's text, in any case, maybe with a final full stop: ``"blue"`` -> C, ``"3."`` -> C
+       (VLMEvalKit's ``can_infer`` falls back to the option text the same way).
 
     Lowercase letters count only under rule 1, since "a" is far more often the article.
     """
@@ -79,12 +93,15 @@ def parse_choice(response: str) -> str:
         if match.group(1) == "A" and _ARTICLE.match(text, match.start()):
             continue
         return match.group(1)
-    return ""
+    said = text.rstrip(".").strip().lower()
+    named = [option.split(". ", 1) for option in options]
+    hits = [letter for letter, option_text in named if option_text.strip().lower() == said]
+    return hits[0] if said and len(hits) == 1 else ""
 
 
 def process_results(doc: dict, results: list[str]) -> dict[str, dict]:
     """Score one reply: 1.0 if its parsed letter is the answer, else 0.0 (unparsable included)."""
-    pred = parse_choice(results[0] if results else "")
+    pred = parse_choice(results[0] if results else "", doc["options"])
     return {
         METRIC: {
             "question_id": doc["question_id"],
