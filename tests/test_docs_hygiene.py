@@ -59,6 +59,8 @@ RECORDS = {
     ("docs/development.md", "The bench rows were re-measured"):
         "the checkpoint table's former times, a record of the same benchmark",
     ("docs/harness.md", "`hydra/launcher=slurm_h100`"): "12 h is the launcher's SLURM time limit, a setting",
+    ("README.md", "**What the demo shows.**"):
+        "the demo model's one training run (make demo-model), its time recorded in its training.json",
 }
 # Sample outputs (code blocks without a language) that show timings: the paragraph right above
 # names the machine.

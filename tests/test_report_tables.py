@@ -371,8 +371,9 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: 
     demo_methods = yaml.safe_load((CONFIG_DIR / "experiment" / "demo.yaml").read_text())["hydra"]["sweeper"]["params"]["method"]
     assert sorted((r["frames"], r["ratio"], r["method"]) for r in rows) == sorted(
         ("8", "1" if m == "vanilla" else "0.25", m) for m in demo_methods.split(","))
-    # the demo shows them all but PDrop (its layer average must exceed 1/4 on 4 layers; see demo.yaml)
-    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods()) - {"pdrop"}
+    # the demo shows them all but PDrop (its layer average must exceed 1/4 on 4 layers; see demo.yaml), and
+    # V-CAST with uniform allocation
+    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods()) - {"pdrop"} | {"vcast_uniform"}
     # The table's numbers are the cells' own scores.
     cells = {json.loads(p.read_text())["spec"]["method"]: json.loads(p.read_text())
              for p in out.rglob("cell.json")}
