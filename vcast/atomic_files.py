@@ -3,11 +3,13 @@ half of one (a killed process leaves at most a hidden temporary beside it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +58,19 @@ def swap_in_dir(new: Path, dest: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def folder_in_place(dest: Path) -> Iterator[Path]:
+    """A new, empty folder beside ``dest`` to fill: on a clean exit it replaces ``dest``
+    (:func:`swap_in_dir`); on any error it is deleted and ``dest`` stays as it was."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would otherwise become the folder's mode
+    try:
+        yield tmp
+        swap_in_dir(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

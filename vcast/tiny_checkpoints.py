@@ -32,14 +32,12 @@ import copy
 import logging
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from vcast.atomic_files import swap_in_dir
+from vcast.atomic_files import folder_in_place
 
 logger = logging.getLogger(__name__)
 
@@ -452,18 +450,11 @@ def build_tiny_checkpoint(
     out = Path(out_dir).expanduser().resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (pass overwrite=True to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with folder_in_place(out) as tmp:
         model, processor = build(arch, size, seed)
         n_params = sum(p.numel() for p in model.parameters())
         logger.info("built %s/%s (seed %d): %.2f M parameters", arch, size, seed, n_params / 1e6)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        swap_in_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     logger.info("wrote %s", out)
     return out

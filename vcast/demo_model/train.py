@@ -20,9 +20,7 @@ import json
 import logging
 import platform
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any, Optional, Sequence
 import torch
 from tqdm import tqdm
 
-from vcast.atomic_files import swap_in_dir
+from vcast.atomic_files import folder_in_place
 from vcast.demo_model.checksums import write_checksums
 from vcast.demo_model.examples import (
     MAX_FLASHES,
@@ -208,10 +206,7 @@ def _write(model: Any, processor: Any, out: Path, recipe: Recipe, curve: list[di
            validation: dict[str, float], seeds: range) -> Path:
     import transformers
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    tmp.chmod(0o755)
-    try:
+    with folder_in_place(out) as tmp:
         model.eval()
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
@@ -238,10 +233,6 @@ def _write(model: Any, processor: Any, out: Path, recipe: Recipe, curve: list[di
         for path in tmp.iterdir():
             path.chmod(0o644)  # safetensors writes 0600; the checkpoint is meant to be shared
         write_checksums(tmp)
-        swap_in_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     logger.info("wrote %s", out)
     return out
 
