@@ -125,7 +125,7 @@ def test_recipe_names_a_bad_value(bad: dict, message: str) -> None:
 
 
 def test_training_seeds_stay_clear_of_the_evaluation_sets() -> None:
-    seeds = training_seeds(Recipe(), Recipe().steps)
+    seeds = training_seeds(Recipe())
     check_disjoint_from_evaluation(seeds)
     assert min(seeds) > max(0, HELDOUT_SEED)
     with pytest.raises(ValueError, match=f"evaluation seed {HELDOUT_SEED}"):

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from vcast.eval.run import TASKS_DIR
 from vcast.eval.synthetic_benchmark import FPS, LETTERS, Item
 from vcast.eval.video import linspace_indices, qwen_frame_count
 
@@ -28,8 +29,6 @@ IGNORE = -100  # labels that carry no loss (transformers' ignore index)
 @functools.lru_cache(maxsize=1)
 def task_hooks() -> ModuleType:
     """The ``vcast_synth`` task's ``utils.py`` (``doc_to_text``, ``parse_choice``), loaded by path."""
-    from vcast.eval.run import TASKS_DIR
-
     path = TASKS_DIR / "vcast_synth" / "utils.py"
     spec = importlib.util.spec_from_file_location("vcast_synth_task_hooks", path)
     assert spec is not None and spec.loader is not None, path
@@ -88,27 +87,29 @@ def encode(processor: Any, items: Sequence[Item], replies: Sequence[str], frames
     closing ``<|im_end|>``, and ``running_onsets``: ``[T_b / 2]`` per item (a list: clips differ)."""
     tokenizer = processor.tokenizer
     texts = [prompt_text(processor, item) + reply + tokenizer.eos_token for item, reply in zip(items, replies)]
+    indices = [frame_indices(item, frames) for item in items]
     batch = processor(text=texts, return_tensors="pt", padding=True, padding_side="right",
-                      **_video_kwargs(items, frames))
+                      **_video_kwargs(items, indices))
     labels = torch.full_like(batch["input_ids"], IGNORE)
     lengths = batch["attention_mask"].sum(dim=1).tolist()
     for row, (reply, length) in enumerate(zip(replies, lengths)):
         first = length - len(tokenizer(reply, add_special_tokens=False)["input_ids"]) - 1  # + <|im_end|>
         labels[row, first:length] = batch["input_ids"][row, first:length]
     batch["labels"] = labels
-    batch["running_onsets"] = [running_onsets(item, frame_indices(item, frames)) for item in items]
+    batch["running_onsets"] = [running_onsets(item, idx) for item, idx in zip(items, indices)]
     return batch
 
 
 def generation_inputs(processor: Any, items: Sequence[Item], frames: int) -> Any:
     """The prompts of ``items`` with their clips, left-padded for ``generate``, as the plugin batches them."""
     texts = [prompt_text(processor, item) for item in items]
-    return processor(text=texts, return_tensors="pt", padding=True, padding_side="left", **_video_kwargs(items, frames))
-
-
-def _video_kwargs(items: Sequence[Item], frames: int) -> dict[str, Any]:
-    """The processor's video arguments: the read frames ``[T, 3, H, W]`` float and their metadata."""
     indices = [frame_indices(item, frames) for item in items]
+    return processor(text=texts, return_tensors="pt", padding=True, padding_side="left",
+                     **_video_kwargs(items, indices))
+
+
+def _video_kwargs(items: Sequence[Item], indices: Sequence[list[int]]) -> dict[str, Any]:
+    """The processor's video arguments: each item's frames at ``indices`` (``[T, 3, H, W]`` float) and their metadata."""
     return dict(
         videos=[torch.from_numpy(item.frames[idx]).permute(0, 3, 1, 2).float() for item, idx in zip(items, indices)],
         video_metadata=[{"fps": FPS, "total_num_frames": int(item.frames.shape[0]), "frames_indices": idx}

@@ -66,10 +66,10 @@ class Recipe:
         return {**dataclasses.asdict(self), "betas": list(self.betas)}
 
 
-def training_seeds(recipe: Recipe, steps: int) -> range:
-    """The generator seeds training draws its clips from (enough for ``steps`` batches)."""
+def training_seeds(recipe: Recipe) -> range:
+    """The generator seeds training draws its clips from (enough for ``recipe.steps`` batches)."""
     per_seed = 3 * ITEMS_PER_SEED
-    return range(TRAIN_SEED0, TRAIN_SEED0 + -(-steps * recipe.batch // per_seed))
+    return range(TRAIN_SEED0, TRAIN_SEED0 + -(-recipe.steps * recipe.batch // per_seed))
 
 
 def check_disjoint_from_evaluation(seeds: range) -> None:

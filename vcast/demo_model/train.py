@@ -148,7 +148,7 @@ def train(recipe: Recipe = Recipe(), out_dir: str | Path = DEFAULT_OUT, *, overw
     out = Path(out_dir).expanduser().resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (pass overwrite=True / --overwrite to replace it)")
-    seeds = training_seeds(recipe, recipe.steps)
+    seeds = training_seeds(recipe)
     check_disjoint_from_evaluation(seeds)
     torch.set_num_threads(recipe.threads)
     torch.manual_seed(recipe.seed)

@@ -8,6 +8,7 @@ the demo model's, which makes its sequences about a third shorter (training time
 
 from __future__ import annotations
 
+from vcast.demo_model.examples import SYSTEM_PROMPT, task_hooks
 from vcast.eval.synthetic_benchmark import (
     APPEAR_QUESTION,
     COUNT_QUESTION,
@@ -21,8 +22,6 @@ CHAT_WORDS = ("system", "user", "assistant")
 
 
 def _texts() -> list[str]:
-    from vcast.demo_model.examples import SYSTEM_PROMPT, task_hooks
-
     texts = [SYSTEM_PROMPT, APPEAR_QUESTION, CUT_QUESTION, task_hooks().DEFAULT_POST_PROMPT, *CHAT_WORDS]
     texts += [COUNT_QUESTION.format(colour=colour, shape=shape) for colour in PALETTE for shape in SHAPES]
     texts += [f"{letter}. {name}" for letter in LETTERS for name in PALETTE]
