@@ -174,7 +174,7 @@ def test_gpu_mode_settings_fit_the_issue() -> None:
     assert settings.dtype == torch.bfloat16 and settings.runs >= 5 and settings.warmup >= 1
     assert settings.qwen_frames == (32, 64) and settings.qwen_side == 448 and settings.llava_frames == (32,)
     assert settings.selection_frames == (32, 64, 128) and settings.budget_s == GPU_BUDGET_S < 8 * 60
-    assert PARTS == ("tests", "smoke", "memory", "efficiency", "selection")
+    assert PARTS == ("tests", "smoke", "memory", "efficiency", "selection", "pipeline")
 
 
 def test_report_writes_at_most_eight_files_even_with_nothing_measured(tmp_path: Path) -> None:

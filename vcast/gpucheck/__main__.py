@@ -18,6 +18,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 
 from vcast.gpucheck import PARTS  # noqa: E402
+from vcast.gpucheck.pipeline import CPU_CLIPS, GPU_CLIPS  # noqa: E402
 from vcast.gpucheck.results import FAIL, OUTPUT_FILES, SKIPPED, Budget, Report  # noqa: E402
 
 DEFAULT_OUT = Path("results") / "gpu"
@@ -47,6 +48,8 @@ class Settings:
     budget_s: Optional[float]
     first_block_s: float                 # expected seconds of the first efficiency block (budget)
     selection_s: float                   # expected seconds of the selection part (budget)
+    clips: Any                           # vcast.gpucheck.pipeline.Clips of the pipeline part
+    pipeline_s: float                    # expected seconds of the pipeline part (budget)
 
     @property
     def label(self) -> str:
@@ -58,14 +61,16 @@ def gpu_settings(device: torch.device) -> Settings:
                     smoke_full=("qwen3_vl", "qwen3_vl_moe", "llava_onevision"), memory_size="bench", memory_side=448,
                     model_size="real", qwen_frames=(32, 64), qwen_side=448, llava_frames=(32,),
                     selection_frames=(32, 64, 128), selection_grid=14, selection_dim=4096, new_tokens=16, warmup=1,
-                    runs=5, budget_s=GPU_BUDGET_S, first_block_s=60.0, selection_s=45.0)
+                    runs=5, budget_s=GPU_BUDGET_S, first_block_s=60.0, selection_s=45.0,
+                    clips=GPU_CLIPS, pipeline_s=60.0)
 
 
 def cpu_settings() -> Settings:
     return Settings(mode="cpu-small", device=torch.device("cpu"), dtype=torch.float32, smoke_full=("qwen3_vl",),
                     memory_size="tiny", memory_side=64, model_size="tiny", qwen_frames=(32, 64), qwen_side=128,
                     llava_frames=(32,), selection_frames=(32, 64, 128), selection_grid=4, selection_dim=64,
-                    new_tokens=4, warmup=1, runs=2, budget_s=None, first_block_s=0.0, selection_s=0.0)
+                    new_tokens=4, warmup=1, runs=2, budget_s=None, first_block_s=0.0, selection_s=0.0,
+                    clips=CPU_CLIPS, pipeline_s=0.0)
 
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -126,7 +131,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else DEFAULT_OUT)
     report = Report(out, Budget(settings.budget_s))
 
-    from vcast.gpucheck import cuda_tests, efficiency, memory, models, selection, smoke
+    from vcast.gpucheck import cuda_tests, efficiency, memory, models, pipeline, selection, smoke
     from vcast.gpucheck.environment import describe
 
     s = settings
@@ -151,7 +156,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _part(report, "memory", lambda: memory.run(report, s.device, s.dtype, s.memory_size, s.memory_side, s.warmup,
                                                    max(2, s.runs - 2)))
 
-    if "efficiency" in parts or "selection" in parts:
+    if {"efficiency", "selection", "pipeline"} & set(parts):
         def qwen() -> None:
             started = time.perf_counter()
             model = models.random_model(models.qwen3_vl_config(s.model_size), s.device, s.dtype)
@@ -165,10 +170,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                 selection.run(report, s.device, s.dtype, s.selection_frames, temporal_patch=2, grid=s.selection_grid,
                               dim=s.selection_dim, warmup=s.warmup, repeats=s.runs, model=model, side=s.qwen_side,
                               label=label, estimate_s=s.selection_s)
+            if "pipeline" in parts:
+                pipeline.run(report, model, label, s.clips, s.new_tokens, s.pipeline_s)
             del model
             _free(s.device)
 
-        _part(report, "efficiency-qwen3-vl" if "efficiency" in parts else "selection", qwen)
+        _part(report, "efficiency-qwen3-vl" if "efficiency" in parts else "+".join(
+            p for p in ("selection", "pipeline") if p in parts), qwen)
 
     if "efficiency" in parts:
         def llava() -> None:

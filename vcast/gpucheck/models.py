@@ -173,21 +173,9 @@ def video_inputs(config: Any, frames: int, side: int, device: torch.device, dtyp
             raise ValueError(f"Qwen3-VL: frames must be a multiple of {temporal} and the side of {patch * merge} px, "
                              f"got {frames} frames of {side} px")
         steps, grid = frames // temporal, side // patch
-        per_step = (grid // merge) ** 2
-        ids = text(TEXT_BEFORE)
-        for _ in range(steps):
-            ids += text(TIMESTAMP_TOKENS) + [config.vision_start_token_id] + [config.video_token_id] * per_step
-            ids += [config.vision_end_token_id]
-        ids += text(TEXT_AFTER)
-        input_ids = torch.tensor([ids])
         pixels = _scenes(steps, (grid * grid, vision.in_channels * temporal * patch * patch), generator)
-        inputs = {
-            "input_ids": input_ids,
-            "attention_mask": torch.ones_like(input_ids),
-            "mm_token_type_ids": (input_ids == config.video_token_id).long() * 2,  # 0 text, 2 video
-            "pixel_values_videos": pixels.reshape(steps * grid * grid, -1),
-            "video_grid_thw": torch.tensor([[steps, grid, grid]]),
-        }
+        inputs = qwen_video_prompt(config, torch.tensor([[steps, grid, grid]]), pixels.reshape(steps * grid * grid, -1),
+                                   generator)
     else:
         if side != vision.image_size:
             raise ValueError(f"LLaVA-OneVision: frames must be the tower's {vision.image_size} px, got {side}")
@@ -200,3 +188,30 @@ def video_inputs(config: Any, frames: int, side: int, device: torch.device, dtyp
         }
     return {key: value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype)
             for key, value in inputs.items()}
+
+
+def qwen_video_prompt(config: Any, grid_thw: torch.Tensor, pixels: torch.Tensor,
+                      generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """One Qwen3-VL prompt around one video of ``grid_thw`` ``[[T', H, W]]`` (patches) and its
+    ``pixels`` ``[T' * H * W, C * temporal * patch^2]``: stand-in text, then per temporal patch a
+    stand-in timestamp, ``<|vision_start|>``, ``H * W / merge^2`` video tokens, ``<|vision_end|>``.
+    Tensors on the CPU, as ``generate`` takes them."""
+    steps, height, width = (int(v) for v in grid_thw[0])
+    per_step = height * width // config.vision_config.spatial_merge_size ** 2
+
+    def text(n: int) -> list[int]:
+        return torch.randint(*_TEXT_IDS, (n,), generator=generator).tolist()
+
+    ids = text(TEXT_BEFORE)
+    for _ in range(steps):
+        ids += text(TIMESTAMP_TOKENS) + [config.vision_start_token_id] + [config.video_token_id] * per_step
+        ids += [config.vision_end_token_id]
+    ids += text(TEXT_AFTER)
+    input_ids = torch.tensor([ids])
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "mm_token_type_ids": (input_ids == config.video_token_id).long() * 2,  # 0 text, 2 video
+        "pixel_values_videos": pixels,
+        "video_grid_thw": grid_thw,
+    }
