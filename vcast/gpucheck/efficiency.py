@@ -108,6 +108,7 @@ def run_once(model: Any, inputs: dict[str, Any], method: str, params: dict[str, 
         "final_tokens": stats.final_video_tokens, "prompt_tokens": stats.tokens_before[0],
         "kept_prompt_tokens": stats.tokens_after[0], "timer": stats.timer, "memory_source": stats.memory_source,
         "llm_tflops": _llm_tflops(model, inputs, stats),
+        "tokens": out[0, inputs["input_ids"].shape[1]:].tolist(),
     }
 
 
@@ -209,6 +210,7 @@ def _rows(model_label: str, model_type: str, frames: int, side: int,
             "decode_ms": _median(got, "decode_s") * 1e3, "decode_steps": got[0]["decode_steps"],
             "total_ms": total * 1e3, "peak_memory_mib": peak / 2**20, "items_per_s": 1.0 / total if total else math.nan,
             "llm_tflops": _median(got, "llm_tflops"), "new_tokens": new_tokens, "runs": len(got), "warmup": warmup,
+            "same_tokens_runs": sum(g["tokens"] == got[0]["tokens"] for g in got),
             "device": str(device), "dtype": str(dtype).removeprefix("torch."), "timer": got[0]["timer"],
             "memory_source": got[0]["memory_source"],
         })
@@ -248,6 +250,8 @@ def _summary(rows: list[dict[str, Any]]) -> str:
             parts.append(f"{row['method']}: prefill {_down(row['prefill_vs_vanilla'])} (TTFT "
                          f"{_down(row['ttft_vs_vanilla'])}), memory {_down(row['memory_vs_vanilla'])}, throughput "
                          f"{_times(row['throughput_vs_vanilla'])}{paper}")
+    steady = [row["method"] for row in rows if row["same_tokens_runs"] == row["runs"]]
+    parts.append(f"the same new tokens in every run for {len(steady)} of {len(rows)} methods")
     return "; ".join(parts)
 
 
@@ -260,7 +264,9 @@ def markdown(rows: list[dict[str, Any]], new_tokens: int) -> str:
             f"Random weights made on the device (the published configs; in CPU mode their tiny versions, as "
             f"labelled); medians of {first['runs']} runs after {first['warmup']} warm-up, "
             f"{new_tokens} new tokens each (min_new_tokens = max_new_tokens); timer {first['timer']}, memory "
-            f"{first['memory_source']}. TTFT = vision + selection + LLM prefill; total = wall time of generate.", ""]
+            f"{first['memory_source']}. TTFT = vision + selection + LLM prefill; total = wall time of generate. "
+            f"The CSV's same_tokens_runs counts the runs whose new tokens equal the first run's (identical "
+            f"inputs: on CUDA, bf16 generate is not bitwise deterministic from run to run).", ""]
     header = ["method", "kept / video tokens", "vision ms", "selection ms", "prefill ms", "TTFT ms",
               f"decode ms ({new_tokens - 1} steps)", "total ms", "peak MiB", "items/s", "prefill", "TTFT", "memory",
               "throughput"]
