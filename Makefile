@@ -199,7 +199,7 @@ bench-prefill: $(STAMP)
 	$(BIN)/python scripts/bench_prefill.py
 
 # The GPU check kit (docs/gpu.md): CUDA tests, smoke of every method, memory, the efficiency table at real
-# size, selection times. Runs as it is on a GPU node or the lent device (its python3, this repository on
+# size, selection times, serial vs prefetched reading. Runs as it is on a GPU node or the lent device (its python3, this repository on
 # PYTHONPATH, no .venv); without CUDA, the same in CPU mode with small dimensions. Writes to $OUT when set,
 # else results/gpu/.
 gpu-check:

@@ -59,6 +59,12 @@ RECORDS = {
     ("docs/development.md", "The bench rows were re-measured"):
         "the checkpoint table's former times, a record of the same benchmark",
     ("docs/harness.md", "`hydra/launcher=slurm_h100`"): "12 h is the launcher's SLURM time limit, a setting",
+    ("docs/gpu.md", "| `pipeline` | where an evaluation's"):
+        "the pipeline part's clips (20 s long): a setting of the kit, not a measurement",
+    ("docs/gpu.md", "One NVIDIA H100 80GB HBM3"):
+        "the kit's two runs on one H100, machine and versions stated; 8 minutes is the kit's budget",
+    ("docs/gpu.md", "In the H100 run"):
+        "figures of the kit's H100 runs (raw files in docs/gpu-runs/), read against each other and the paper's",
     ("README.md", "**What the demo shows.**"):
         "the demo model's one training run (make demo-model), its time recorded in its training.json",
 }

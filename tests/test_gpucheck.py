@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import vcast
-from vcast.gpucheck import PARTS, cuda_tests, efficiency, models
+from vcast.gpucheck import PARTS, cuda_tests, efficiency, models, pipeline
 from vcast.gpucheck.__main__ import GPU_BUDGET_S, gpu_settings
 from vcast.gpucheck.results import OUTPUT_FILES, Budget, Report, Table, to_csv
 from vcast.gpucheck.selection import token_methods
@@ -75,6 +75,13 @@ def test_cpu_mode_efficiency_table_has_every_method_with_finite_numbers(cpu_run:
         assert int(row["runs"]) == 2 and int(row["decode_steps"]) == int(row["new_tokens"]) - 1
         kept, total = int(row["kept_tokens"]), int(row["video_tokens"])
         assert kept == total if row["registry_method"] == "vanilla" else kept < total
+    for (family, frames), block in _blocks(rows).items():  # one video per block: one vision cost, less LLM work
+        vanilla = next(r for r in block if r["registry_method"] == "vanilla")
+        assert float(vanilla["vision_tflops"]) > 0 and float(vanilla["llm_tflops"]) > 0
+        for row in block:
+            assert float(row["vision_tflops"]) == float(vanilla["vision_tflops"]), (family, frames, row["method"])
+            if row is not vanilla:
+                assert float(row["llm_tflops"]) < float(vanilla["llm_tflops"]), (family, frames, row["method"])
     vcast_paper = next(r for r in rows if r["method"] == "vcast (paper)" and r["frames"] == "32")
     assert float(vcast_paper["paper_prefill_vs_vanilla"]) == pytest.approx(118.8 / 243.6)
     markdown = (cpu_run / "efficiency.md").read_text()
@@ -84,6 +91,63 @@ def test_cpu_mode_efficiency_table_has_every_method_with_finite_numbers(cpu_run:
     assert {(int(r["frames"]), r["method"]) for r in selection} == {(f, m) for f in (32, 64, 128)
                                                                    for m in token_methods()}
     assert all(math.isfinite(float(r["prefill_saved_ms"])) for r in selection)
+
+
+def test_cpu_mode_pipeline_table_compares_serial_and_prefetched_passes(cpu_run: Path) -> None:
+    """Both methods, serial and prefetched, with the same inputs, kept tokens and (on the CPU) new
+    tokens; the table ends efficiency.md."""
+    rows = list(csv.DictReader((cpu_run / "pipeline.csv").open()))
+    assert [(r["method"], int(r["prefetch"])) for r in rows] == [
+        (label, depth) for label, _, _ in pipeline.METHODS for depth in pipeline.DEPTHS]
+    for row in rows:
+        assert int(row["items"]) == pipeline.CPU_CLIPS.items and int(row["frames"]) == pipeline.CPU_CLIPS.frames
+        for column in ("total_s", "prepare_s", "wait_s", "model_s", "total_vs_max", "total_vs_sum", "speedup"):
+            assert math.isfinite(float(row[column])) and float(row[column]) > 0, (row["method"], column)
+        if int(row["prefetch"]):
+            assert int(row["same_tokens_items"]) == int(row["items"])
+        else:  # serial: waiting is preparing, and the pass is the sum of its parts
+            assert float(row["wait_s"]) == pytest.approx(float(row["prepare_s"]))
+    checks = (cpu_run / "checks.md").read_text()
+    for label, _, _ in pipeline.METHODS:
+        assert f"| pipeline/{label} | pass | same inputs and kept tokens;" in checks
+    assert "# Where the total time goes" in (cpu_run / "efficiency.md").read_text()
+    efficiency_rows = list(csv.DictReader((cpu_run / "efficiency.csv").open()))
+    assert all(0 < int(r["same_tokens_runs"]) <= int(r["runs"]) for r in efficiency_rows)
+
+
+def test_prefetch_comparison_notices_a_changed_input_kept_token_or_new_token() -> None:
+    def passes() -> dict:
+        return {"inputs": [{"input_ids": torch.arange(6), "pixel_values_videos": torch.ones(4, 3)} for _ in range(2)],
+                "keeps": [[torch.tensor([0, 2])], [torch.tensor([1, 3])]], "tokens": [[5, 6], [7, 8]]}
+
+    assert pipeline.same_items(passes(), passes()) == (True, True, 2)
+    changed = passes()
+    changed["inputs"][1]["pixel_values_videos"][3, 2] += 2 ** -20  # one value, below bf16's resolution
+    assert pipeline.same_items(passes(), changed) == (False, True, 2)
+    changed = passes()
+    changed["keeps"][0] = [torch.tensor([0, 3])]
+    assert pipeline.same_items(passes(), changed) == (True, False, 2)
+    changed = passes()
+    changed["tokens"][1] = [7, 9]
+    assert pipeline.same_items(passes(), changed) == (True, True, 1)
+    shorter = passes()
+    del shorter["inputs"][1]
+    assert pipeline.same_items(passes(), shorter)[:2] == (False, False)
+
+
+def test_pipeline_part_is_skipped_naming_the_missing_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "NEEDS", {"vcast_no_such_module": "vcast-no-such-package"})
+    report = Report(tmp_path, Budget(None), echo=False)
+    pipeline.run(report, model=None, model_label="none", clips=pipeline.CPU_CLIPS, new_tokens=2, estimate_s=0.0)
+    [check] = report.checks
+    assert check.status == "skipped" and "vcast-no-such-package" in check.detail
+
+
+def _blocks(rows: list[dict[str, str]]) -> dict[tuple[str, str], list[dict[str, str]]]:
+    blocks: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        blocks.setdefault((row["family"], row["frames"]), []).append(row)
+    return blocks
 
 
 def test_the_kit_imports_no_harness_package() -> None:
@@ -96,7 +160,7 @@ def test_the_kit_imports_no_harness_package() -> None:
         "from vcast.tiny_checkpoints import build_tiny_checkpoint\n"
         "import vcast.gpucheck.__main__, vcast.gpucheck.cuda_tests, vcast.gpucheck.efficiency, "
         "vcast.gpucheck.environment, vcast.gpucheck.memory, vcast.gpucheck.models, vcast.gpucheck.selection, "
-        "vcast.gpucheck.smoke\n"
+        "vcast.gpucheck.smoke, vcast.gpucheck.pipeline\n"
         "vcast.available_methods()\n"
         "harness = sorted(m for m in sys.modules if m.startswith(('vcast.eval', 'vcast.sweep', 'vcast.vllm')))\n"
         "assert not harness, harness\n"

@@ -107,20 +107,23 @@ def run_once(model: Any, inputs: dict[str, Any], method: str, params: dict[str, 
         "video_tokens": stats.total_video_tokens, "kept_tokens": stats.kept_video_tokens,
         "final_tokens": stats.final_video_tokens, "prompt_tokens": stats.tokens_before[0],
         "kept_prompt_tokens": stats.tokens_after[0], "timer": stats.timer, "memory_source": stats.memory_source,
-        "llm_tflops": _llm_tflops(model, inputs, stats),
+        **_prefill_tflops(model, inputs, stats),
         "tokens": out[0, inputs["input_ids"].shape[1]:].tolist(),
     }
 
 
-def _llm_tflops(model: Any, inputs: dict[str, Any], stats: Any) -> Optional[float]:
-    """Theoretical LLM prefill TFLOPs of the call (:mod:`vcast.models.flops`), or None where it cannot say."""
+def _prefill_tflops(model: Any, inputs: dict[str, Any], stats: Any) -> dict[str, Optional[float]]:
+    """Theoretical prefill TFLOPs of the call (:mod:`vcast.models.flops`, docs/models.md#prefill-flops): the
+    vision encoder over the prompt's video, the LLM over its per-layer lengths (an in-LLM method's
+    drops included); None where the formula cannot say."""
     try:
-        from vcast.models.flops import call_prefill_flops
+        from vcast.models.flops import call_prefill_flops, vision_units
 
         layers = model.config.text_config.num_hidden_layers
-        return call_prefill_flops(model.config, [], stats.layer_lengths(layers)).llm / 1e12
-    except Exception:  # noqa: BLE001 - an extra column; the timing does not depend on it
-        return None
+        flops = call_prefill_flops(model.config, vision_units(model.config, inputs), stats.layer_lengths(layers))
+        return {"vision_tflops": flops.vision / 1e12, "llm_tflops": flops.llm / 1e12}
+    except Exception:  # noqa: BLE001 - extra columns; the timing does not depend on them
+        return {"vision_tflops": None, "llm_tflops": None}
 
 
 def _median(samples: list[dict[str, Any]], key: str) -> float:
@@ -209,7 +212,8 @@ def _rows(model_label: str, model_type: str, frames: int, side: int,
             "prefill_ms": _median(got, "prefill_s") * 1e3, "ttft_ms": _median(got, "ttft_s") * 1e3,
             "decode_ms": _median(got, "decode_s") * 1e3, "decode_steps": got[0]["decode_steps"],
             "total_ms": total * 1e3, "peak_memory_mib": peak / 2**20, "items_per_s": 1.0 / total if total else math.nan,
-            "llm_tflops": _median(got, "llm_tflops"), "new_tokens": new_tokens, "runs": len(got), "warmup": warmup,
+            "vision_tflops": _median(got, "vision_tflops"), "llm_tflops": _median(got, "llm_tflops"),
+            "new_tokens": new_tokens, "runs": len(got), "warmup": warmup,
             "same_tokens_runs": sum(g["tokens"] == got[0]["tokens"] for g in got),
             "device": str(device), "dtype": str(dtype).removeprefix("torch."), "timer": got[0]["timer"],
             "memory_source": got[0]["memory_source"],
@@ -268,8 +272,8 @@ def markdown(rows: list[dict[str, Any]], new_tokens: int) -> str:
             f"The CSV's same_tokens_runs counts the runs whose new tokens equal the first run's (identical "
             f"inputs: on CUDA, bf16 generate is not bitwise deterministic from run to run).", ""]
     header = ["method", "kept / video tokens", "vision ms", "selection ms", "prefill ms", "TTFT ms",
-              f"decode ms ({new_tokens - 1} steps)", "total ms", "peak MiB", "items/s", "prefill", "TTFT", "memory",
-              "throughput"]
+              f"decode ms ({new_tokens - 1} steps)", "total ms", "peak MiB", "items/s", "prefill TFLOPs (vision + LLM)",
+              "prefill", "TTFT", "memory", "throughput"]
     blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
         blocks.setdefault((row["model"], row["frames"]), []).append(row)
@@ -278,7 +282,8 @@ def markdown(rows: list[dict[str, Any]], new_tokens: int) -> str:
         text.append(markdown_table(header, [[
             r["method"], f"{r['kept_tokens']} / {r['video_tokens']}", fmt(r["vision_ms"]), fmt(r["selection_ms"], 2),
             fmt(r["prefill_ms"]), fmt(r["ttft_ms"]), fmt(r["decode_ms"]), fmt(r["total_ms"]),
-            fmt(r["peak_memory_mib"], 0), fmt(r["items_per_s"], 3), _down(r["prefill_vs_vanilla"]),
+            fmt(r["peak_memory_mib"], 0), fmt(r["items_per_s"], 3),
+            f"{fmt(r['vision_tflops'], 2)} + {fmt(r['llm_tflops'], 2)}", _down(r["prefill_vs_vanilla"]),
             _down(r["ttft_vs_vanilla"]), _down(r["memory_vs_vanilla"]), _times(r["throughput_vs_vanilla"]),
         ] for r in block]))
     compared = [r for r in rows if math.isfinite(r["paper_prefill_vs_vanilla"])]
