@@ -7,12 +7,14 @@
 #                intervals) and the trade-off figure, and print the table and the analysis
 # make demo-model -- retrain the demo model from scratch (vcast.demo_model) into checkpoints/demo_qwen3_vl
 # make status -- one line per cell under $(RESULTS) (ok, partial, failed, oom, running, interrupted, pending)
+# make site   -- the static results site of the demo (results/demo/site/index.html, opens from disk)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 SLURM_STAMP := $(VENV)/.slurm-checked
+CHROMIUM_STAMP := $(VENV)/.chromium-checked
 CHECKPOINTS := checkpoints
 # The trained demo model, kept in the repository (make demo-model rewrites it).
 DEMO_MODEL := $(CHECKPOINTS)/demo_qwen3_vl
@@ -27,22 +29,27 @@ EXP ?= demo
 RESULTS ?= results
 REPORT_TABLES := table-qwen3vl-8b table-qwen3vl-8b-r035 table-qwen3vl-32b table-qwen3vl-moe table-llava-ov-7b \
 	table-llava-video-7b table-efficiency table-rope table-ablations table-extended
-REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets
+REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget-analysis
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
 .PHONY: demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
-	report-list analysis $(REPORT_TABLES) $(REPORT_FIGURES)
+	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
 
-# SLURM + munge from Debian for the SLURM sweep test (best effort: never fails; the test skips
-# with the reason when SLURM cannot be installed or started).
-system-deps: $(SLURM_STAMP)
+# SLURM + munge from Debian for the SLURM sweep test, headless Chromium + chromedriver for the results
+# site's browser test (best effort: never fails; each test skips with the reason when its part cannot be
+# installed or started).
+system-deps: $(SLURM_STAMP) $(CHROMIUM_STAMP)
 
 $(SLURM_STAMP): scripts/install_slurm.sh | $(STAMP)
 	bash scripts/install_slurm.sh
 	touch $(SLURM_STAMP)
+
+$(CHROMIUM_STAMP): scripts/install_chromium.sh | $(STAMP)
+	bash scripts/install_chromium.sh
+	touch $(CHROMIUM_STAMP)
 
 # Re-installs only when the dependency lists change; safe to run again.
 $(STAMP): pyproject.toml constraints.txt
@@ -56,7 +63,7 @@ $(STAMP): pyproject.toml constraints.txt
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
-test: $(STAMP) $(SLURM_STAMP)
+test: $(STAMP) $(SLURM_STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-vllm
 
@@ -86,10 +93,6 @@ $(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINTS)
 	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers, vcast.vllm; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
 	touch $(VLLM_STAMP)
 
-# The vLLM equality test (tests/test_vllm_equality.py) under the vLLM environment's python.
-test-vllm: $(VLLM_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py -v
-
 # The harness in the vLLM environment (lmms-eval, Hydra sweeps) for the vcast_vllm plugin: vcast's "eval"
 # extra under vLLM's torch / transformers and the main environment's pins of everything else.
 VLLM_EVAL_STAMP := $(VLLM_VENV)/.installed-eval
@@ -101,6 +104,13 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 	grep -vE "^(torch|torchvision|transformers)==" constraints.txt >> $(VLLM_VENV)/constraints-eval.txt
 	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/constraints-eval.txt -e ".[eval]"
 	touch $(VLLM_EVAL_STAMP)
+
+# The vLLM equality test (tests/test_vllm_equality.py) under the vLLM environment's python.
+# (After VLLM_EVAL_STAMP's definition: make expands a rule's prerequisites when it reads the rule.)
+# With the harness installed there too (setup-vllm-eval), so the cell-level tests (a vcast_vllm cell's kept-token
+# records equal to the HF plugin's) run as well.
+test-vllm: $(VLLM_STAMP) $(VLLM_EVAL_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py -v
 
 $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.tiny_checkpoints --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite
@@ -156,13 +166,19 @@ figure-frames: $(STAMP)
 figure-budget-gains: $(STAMP)
 	$(REPORT) budget-gains
 
-# Per-frame budgets of uniform / global-uniqueness / curvature allocation from a model's real tokens:
-# make figure-budgets MODEL_DIR=Qwen/Qwen3-VL-8B-Instruct VIDEOS="a.mp4 b.mp4" FRAMES=64
-MODEL_DIR ?= $(CHECKPOINTS)/tiny_qwen3_vl
-FRAMES ?= 32
-figure-budgets: $(STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl/config.json
-	$(BIN)/python -m vcast.report build budgets --results $(RESULTS) --model-dir $(MODEL_DIR) --frames $(FRAMES) \
-		$(if $(VIDEOS),--videos $(VIDEOS))
+# fig:temporal_allocation and fig:budget_analysis from the budgets the cells of ablation_temporal and
+# qwen3vl_8b recorded (their kept-token records); a video of your own: vcast.budget_profiles.
+figure-budgets: $(STAMP)
+	$(REPORT) budgets
+
+figure-budget-analysis: $(STAMP)
+	$(REPORT) budget-analysis
+
+# The static results site of a results tree (default the demo's, make demo's root): tables, figures,
+# analysis, cells, items; rebuilt incrementally. make site SITE_ROOT=results reads every experiment.
+SITE_ROOT ?= $(RESULTS)/demo
+site: $(STAMP)
+	$(BIN)/python -m vcast.report site $(SITE_ROOT)
 
 report-list: $(STAMP)
 	$(BIN)/python -m vcast.report list

@@ -159,9 +159,10 @@ def _plugin(arch: str, tiny_dirs: dict, **kwargs: Any) -> Any:
 def test_the_plugin_answers_and_records_the_same_with_and_without_prefetch(arch: str, tiny_dirs: dict,
                                                                             synth_data: Path, tmp_path: Path) -> None:
     """Six requests in batches of two, one video missing and one undecodable: the same answers,
-    call records (items, tokens) and missing items, in the same order, at prefetch 0 and 2; every
-    record has its decode / preprocess seconds."""
+    call records (items, tokens), kept-token records and missing items, in the same order, at
+    prefetch 0 and 2; every record has its decode / preprocess seconds."""
     from vcast.eval.missing_visuals import read_missing
+    from vcast.kept_records import read_records, to_json
 
     items = [json.loads(line) for line in (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:4]]
     (tmp_path / "broken.mp4").write_bytes(b"\x00 not a video")
@@ -171,18 +172,20 @@ def test_the_plugin_answers_and_records_the_same_with_and_without_prefetch(arch:
     runs = {}
     for prefetch in (0, 2):
         plugin = _plugin(arch, tiny_dirs, method="vcast", ratio=0.25, batch_size=2, prefetch=prefetch,
-                         efficiency_dir=str(tmp_path / f"eff{prefetch}"))
+                         efficiency_dir=str(tmp_path / f"run{prefetch}" / "efficiency"))
         plugin.task_dict = {"mv": {"test": [{"path": paths[i]} for i in paths]}}
         answers = plugin.generate_until(_requests(paths))
         records = plugin.efficiency.records
         assert all(r.prepare_s is not None and r.prepare_s > 0 and r.wait_s is not None for r in records)
         runs[prefetch] = (answers, [(r.doc_ids, r.items, r.output_tokens, r.video_tokens_kept,
                                      r.video_tokens_total, r.prompt_tokens_before) for r in records],
-                          read_missing(tmp_path / f"eff{prefetch}"))
+                          read_missing(tmp_path / f"run{prefetch}" / "efficiency"),
+                          [to_json(r) for r in read_records(tmp_path / f"run{prefetch}").values()])
         assert not [t for t in threading.enumerate() if t.name.startswith("vcast-prefetch") and t.is_alive()]
     assert runs[0] == runs[2]
-    answers, _, missing = runs[2]
+    answers, _, missing, kept = runs[2]
     assert answers[1] == answers[4] == ""
+    assert sorted((r["task"], r["doc_id"]) for r in kept) == [("mv", 0), ("mv", 2), ("mv", 3), ("mv", 5)]
     assert sorted((item["doc_id"], item["error"].split(":")[0]) for item in missing) == [
         (1, "MissingVideo"), (4, "UndecodableVideo")]
 

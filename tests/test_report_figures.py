@@ -16,7 +16,7 @@ import torch
 import vcast
 from vcast import atomic_files
 from vcast.report import figures
-from vcast.report.budget_profile import VideoTokenReader, budget_profiles, video_tokens
+from vcast.budget_profiles import VideoTokenReader, budget_profiles, video_profiles, video_tokens
 from vcast.report.figures import artists_with_gid
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -221,7 +221,7 @@ def test_budget_profile_curves_and_colours() -> None:
 def test_budget_profile_title_axes_and_panels_name_the_same_unit() -> None:
     """Issue 24, finding 5: the title said "per-frame" over an axis of temporal patches, and the
     panels' "(8×16)" was not explained."""
-    from vcast.report.budget_profile import panel_title
+    from vcast.budget_profiles import panel_title
 
     fig = figures.build_budget_profiles([(panel_title("a.mp4", 4, 16, 2), PROFILES)], ratio=0.25, frames_per_step=2)
     ax = fig.axes[0]
@@ -334,18 +334,17 @@ def test_profiles_are_what_the_hooks_select(arch: str, tiny_dirs: dict, synth_da
     assert not np.array_equal(profiles["curvature"], profiles["uniqueness"])
 
 
-def test_budget_profile_figure_end_to_end(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_budget_profiles_of_ones_own_videos_end_to_end(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
+    """The library path for a video of one's own: vcast.budget_profiles.video_profiles, drawn by
+    plot_budget_profiles (the report itself draws what its cells recorded)."""
     clips = [_clip(synth_data, "cut_000")[0], _clip(synth_data, "cut_001")[0]]
-    drawn = []
-    save = figures.save_figure
-    monkeypatch.setattr(figures, "save_figure", lambda fig, stem: drawn.append(fig) or save(fig, stem))
-    paths = figures.budget_profile_figure(tiny_dirs["qwen3_vl"], clips, tmp_path / "temporal_allocation", frames=16,
-                                          ratio=0.25, **QWEN_PIXELS)
+    panels, group = video_profiles(tiny_dirs["qwen3_vl"], clips, frames=16, ratio=0.25, **QWEN_PIXELS)
+    assert group == 2
+    paths = figures.plot_budget_profiles(panels, tmp_path / "temporal_allocation", ratio=0.25, frames_per_step=group)
     assert [p.name for p in paths] == ["temporal_allocation.png", "temporal_allocation.pdf"]
     assert paths[0].read_bytes().startswith(PNG_MAGIC) and paths[1].read_bytes().startswith(b"%PDF")
 
-    (fig,) = drawn
+    fig = figures.build_budget_profiles(panels, ratio=0.25, frames_per_step=group)
     assert [ax.get_title() for ax in fig.axes] == ["cut_000.mp4: 8 temporal patches \u00d7 16 tokens",
                                                    "cut_001.mp4: 8 temporal patches \u00d7 16 tokens"]
     # 16 frames make 8 points: Qwen3-VL's temporal patches of 2 frames, and the title and axes say so.

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
+from vcast.kept_records import read_records
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
@@ -350,13 +351,14 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: 
     """`build demo --run`: the real demo sweep (the demo model through lmms-eval, every method), then
     its report; on 2 items of the default set at 8 frames and one ratio, to keep it short."""
     results = tmp_path / "results"
-    # make demo's command: the target's own options, the budget figure at the cells' input (8 frames here)
+    # make demo's command: the target's own options, the budget figures from the cells' kept-token records
     args = ["build", "demo", "--results", str(results), "--run", "--resamples", "500",
             "--sweep-args", "task=vcast_synth frames=8 ratio=0.25 limit=2"]
     assert main(args) == 0
     out = results / "demo"
-    outputs = ["budget-profiles.pdf", "budget-profiles.png", "demo-analysis.csv", "demo-analysis.md",
-               "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png", "demo.csv", "demo.md", "demo.tex"]
+    outputs = ["budget-analysis.pdf", "budget-analysis.png", "budget-profiles.pdf", "budget-profiles.png",
+               "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png",
+               "demo.csv", "demo.md", "demo.tex"]
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == outputs
     header = next(csv.reader((out / "demo.csv").open()))
     # the README's command afterwards rewrites the very same files with the same columns
@@ -386,6 +388,10 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: 
         assert float(row["LayerAvgPct"]) == pytest.approx(100 * efficiency["layer_retention"], abs=1e-3)  # CSV: 4 digits
         assert float(row["LayerAvgPct"]) <= float(row["KeptPct"]) + 1e-9
     assert (out / "budget-profiles.png").read_bytes().startswith(b"\x89PNG")
+    # every cell recorded its kept tokens, one record per item (make demo's tree, issue 28)
+    for cell_file in out.rglob("cell.json"):
+        method = json.loads(cell_file.read_text())["spec"]["method"]
+        assert sorted(read_records(cell_file.parent)) == [("vcast_synth", 0, 0), ("vcast_synth", 1, 0)], method
 
 
 def test_videomme_overall_comes_from_the_samples(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

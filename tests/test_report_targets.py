@@ -3,15 +3,16 @@ figures at the cells' own input, and a target without finished cells refused wit
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
+from vcast.kept_records import Geometry, KeptRecord, append_records, rank_file, read_records
 from vcast.report.__main__ import main
 from vcast.report.products import PRODUCTS
 from vcast.report.scoring import load_task_scorings
@@ -29,17 +30,32 @@ def _efficiency(kept: float) -> dict:
 
 
 def _write_demo_cell(root: Path, method: str, ratio: float, preds: str, pretrained: Path, frames: int = 8,
-                     experiment: str = "demo") -> None:
+                     experiment: str = "demo") -> Path:
+    """A finished demo cell, with a kept-token record per item (8 x 2 x 2 grids, 16 frames of a
+    64 px video; the kept tokens are the first ``ratio`` share of each item's, so every method's
+    budgets differ by item)."""
     spec = dataclasses.replace(answers_spec(experiment, "demo_qwen3vl", frames, ratio, method, SYNTH),
                                plugin="vcast_qwen3_vl", pretrained=str(pretrained), model_args=dict(PIXELS))
     answers = {"vcast_synth": [Answer(p, "A") for p in preds]}
-    write_answers_cell(root, spec, SYNTH, answers, efficiency=_efficiency(64.0 * ratio))
+    cell = write_answers_cell(root, spec, SYNTH, answers, efficiency=_efficiency(64.0 * ratio))
+    geometry = Geometry("qwen3_vl", (frames // 2, 2, 2), 2, (64, 64))
+    records = []
+    for doc in range(len(preds)):
+        order = np.random.default_rng([doc, len(method)]).permutation(geometry.tokens)
+        kept = np.zeros(geometry.tokens, dtype=bool)
+        kept[order[: round(ratio * geometry.tokens)]] = True
+        kept = kept.reshape(geometry.grid)
+        records.append(KeptRecord("vcast_synth", doc, 0, method, geometry, list(range(frames)),
+                                  [int(k) for k in kept.reshape(geometry.grid[0], -1).sum(1)], kept))
+    append_records(rank_file(cell, 0), records)
+    return cell
 
 
 @pytest.fixture()
 def demo_tree(tmp_path: Path, tiny_dirs: dict, synth_data: Path) -> Path:
     results = tmp_path / "results"
-    for method, ratio, preds in (("vanilla", 1.0, "AABA"), ("vcast", 0.25, "AABB"), ("random", 0.25, "ABBB")):
+    for method, ratio, preds in (("vanilla", 1.0, "AABA"), ("vcast", 0.25, "AABB"), ("vcast_uniform", 0.25, "ABAB"),
+                                 ("random", 0.25, "ABBB")):
         _write_demo_cell(results, method, ratio, preds, tiny_dirs["qwen3_vl"])
     return results
 
@@ -91,10 +107,11 @@ def test_the_demo_target_writes_the_same_outputs_whichever_command_builds_it(
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == expected
     header = next(csv.reader((out / "demo.csv").open()))
     assert "KeptPct" in header and "VCastSynth_pm" in header
-    # the budget profile reads the video as the cells did: their checkpoint, 8 frames, their pixel bounds
-    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("budget profiles:"))
-    assert ", 8 frames, pixels per frame 4096..16384" in line
-    assert "left from an earlier build" not in capsys.readouterr().err
+    # the budget profile draws the cells' recorded budgets; the budget analysis has no VisionZip, FastVID,
+    # HoliTom or VidCom² cell here, so it is not drawn and the build says why
+    err = capsys.readouterr().err
+    assert "left from an earlier build" not in err
+    assert "skipped: figure budget-analysis: budget-analysis needs kept-token records of at least two" in err
 
     assert main(["build", "demo", "--results", str(demo_tree), "--no-analysis", "--resamples", "200"]) == 0
     left = [line for line in capsys.readouterr().err.splitlines() if line.startswith("left from an earlier build")]
@@ -102,23 +119,24 @@ def test_the_demo_target_writes_the_same_outputs_whichever_command_builds_it(
         "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png"]
 
 
-def test_figure_input_comes_from_the_most_common_finished_cells_unless_given(tmp_path: Path) -> None:
-    from vcast.report.__main__ import figure_arguments
-    from vcast.report.cell_geometry import cell_geometry
+def test_budget_figures_read_the_cells_at_the_most_common_frames_unless_given(tmp_path: Path) -> None:
+    from vcast.report.collect import collect
+    from vcast.report.recorded_budgets import recorded_panels
 
     results = tmp_path / "results"
-    for method in ("vanilla", "vcast"):
-        _write_demo_cell(results, method, 0.25, "AB", Path("/ckpt/a"), frames=16)
-    _write_demo_cell(results, "random", 0.25, "AB", Path("/ckpt/b"), frames=8)
-    geometry = cell_geometry(results, ("demo",), "demo_qwen3vl")
-    assert (geometry.pretrained, geometry.frames, geometry.max_pixels, geometry.min_pixels, geometry.cells) == (
-        "/ckpt/a", 16, 16384, 4096, 2)
-    assert cell_geometry(results, ("demo",), "another_model") is None
-    unset = argparse.Namespace(model_dir=None, frames=None, max_pixels=None, min_pixels=None)
-    filled = figure_arguments(unset, PRODUCTS["demo"], results)
-    assert (filled.model_dir, filled.frames, filled.max_pixels, filled.min_pixels) == (Path("/ckpt/a"), 16, 16384, 4096)
-    given = figure_arguments(argparse.Namespace(model_dir=None, frames=32, max_pixels=None, min_pixels=None),
-                             PRODUCTS["demo"], results)
-    assert given.frames == 32 and given.model_dir == Path("/ckpt/a")
-    # a product without cells (the budgets figure) keeps the command line's values
-    assert figure_arguments(unset, PRODUCTS["budgets"], results) is unset
+    cells = {method: _write_demo_cell(results, method, 0.25, "AB", Path("/ckpt/a"), frames=16)
+             for method in ("vcast", "vcast_uniform", "vcast_uniqueness")}
+    _write_demo_cell(results, "vcast", 0.25, "AB", Path("/ckpt/a"), frames=8)
+    _write_demo_cell(results, "vcast_uniform", 0.25, "AB", Path("/ckpt/a"), frames=8)
+    frame = collect(results).frame
+    panels, group = recorded_panels(frame, results, "budget-profiles", ratio=0.25, experiments=["demo"])
+    assert group == 2 and [title for title, _ in panels] == [
+        "vcast_synth #0: 8 temporal patches \u00d7 4 tokens", "vcast_synth #1: 8 temporal patches \u00d7 4 tokens"]
+    for _, profiles in panels:
+        assert list(profiles) == ["uniform", "uniqueness", "curvature"]
+    doc0 = dict(panels[0][1])
+    assert list(doc0["curvature"]) == read_records(cells["vcast"])[("vcast_synth", 0, 0)].budgets
+    eight, _ = recorded_panels(frame, results, "budget-profiles", ratio=0.25, frames=8)
+    assert [list(p) for _, p in eight] == [["uniform", "curvature"]] * 2
+    with pytest.raises(ValueError, match="no finished cell"):
+        recorded_panels(frame, results, "budget-profiles", ratio=0.5)

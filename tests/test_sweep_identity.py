@@ -47,6 +47,18 @@ def test_another_request_is_refused_naming_the_fields(finished, change: dict, fi
     assert read_cell(root / spec.relative_dir)["spec"]["limit"] == 2.0  # the finished cell is untouched
 
 
+def test_record_kept_is_not_part_of_the_identity(finished) -> None:
+    """It changes what a run records (kept-token records), never what the model computes."""
+    root, spec = finished
+    for args in ({"record_kept": False}, {"record_kept": True}):
+        assert run_cell(replace(spec, model_args=args), root)["status"] == "skipped"
+    record = read_cell(root / spec.relative_dir)
+    record["spec"]["model_args"] = {"record_kept": False, "max_pixels": 16384}
+    assert identity_mismatch(record["spec"], replace(spec, model_args={"max_pixels": 16384})) == []
+    (difference,) = identity_mismatch(record["spec"], replace(spec, model_args={"record_kept": False}))
+    assert difference.startswith("model_args: {'max_pixels': 16384} -> {}")
+
+
 def test_a_cell_from_before_variants_reads_as_paper(finished) -> None:
     root, spec = finished
     record = read_cell(root / spec.relative_dir)

@@ -10,7 +10,14 @@ reference needs no second environment. Chunked prefill and prefix caching are of
 Checked per method (dense; V-CAST on the MoE class too): the kept indices vLLM's model computed equal ``vcast.select`` on the HF
 vision tower's tokens of the same video (and those tokens agree), and the greedy tokens vLLM
 generates equal HF's with the method attached (which differ from HF's unpruned ones, so a
-plugin that did not prune, or misplaced positions, fails).
+plugin that did not prune, or misplaced positions, fails). The kept-token record built from the
+model's stats (the video's key carried through vLLM's processor and model, :mod:`vcast.vllm.kept`)
+equals the one the Hugging Face plugins build from ``attach``'s stats (``call_records``).
+
+Then the ``vcast_vllm`` lmms-eval plugin end to end (where lmms-eval is installed in this
+environment: ``make setup-vllm-eval``; skipped otherwise): a cell on the synthetic benchmark
+writes one kept-token record per item, each equal to the ``vcast_qwen3_vl`` cell's record of the
+same item on the same checkpoint, and none with ``record_kept=false``.
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ import pytest
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed in this environment: make setup-vllm, then "
                                            "make test-vllm runs this test with .venv-vllm's python")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.model_inputs import QWEN_VIDEO_SIZE, clip  # noqa: E402
+from vcast.kept_records import call_records, qwen_geometry  # noqa: E402
+from vcast.vllm.kept import NO_KEY, VIDEO_KEY, KeptVideo, records_from_stats  # noqa: E402
 
 from vllm.platforms import current_platform  # noqa: E402
 
@@ -38,6 +48,7 @@ RATIO = 0.25
 NEW_TOKENS = 8
 QUESTION = "What moves in this video?"
 METHODS = ("vcast", "uniform", "random", "dycoke", "vidcom2", "evs")
+KEY = 7  # the clip's VIDEO_KEY (the plugin numbers its videos from 0)
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +88,26 @@ def hf(checkpoint, prompt):
     return model, inputs, frames
 
 
-def hf_generate(model, inputs, method: str) -> list[int]:
+def hf_generate(model, inputs, method: str, with_stats: bool = False):
+    """HF's greedy token ids for ``inputs`` with ``method`` attached; with ``with_stats``, also the
+    pruning handle's stats of the call (what the HF plugins build their kept-token records from)."""
     import vcast
 
     handle = vcast.models.attach(model, method, RATIO) if method != "vanilla" else None
     try:
         with torch.inference_mode():
             output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+        stats = None if handle is None else handle.stats
     finally:
         if handle is not None:
             handle.detach()
-    return output[0, inputs["input_ids"].shape[1]:].tolist()
+    tokens = output[0, inputs["input_ids"].shape[1]:].tolist()
+    return (tokens, stats) if with_stats else tokens
 
 
-def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict]]:
-    """Generated token ids and the model's records (kept indices, main tokens) of one request."""
+def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict], list[dict]]:
+    """Generated token ids, the model's records (kept indices, main tokens) and its drained stats
+    of one request; a pruned run sends the clip with :data:`KEY` in its metadata, as the plugin does."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the model in this process, for apply_model
     from vllm import LLM, SamplingParams
 
@@ -105,11 +121,12 @@ def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict]]
         if method != "vanilla":
             llm.apply_model(lambda model: setattr(model, "vcast_record", True))
         metadata = {"total_num_frames": FRAMES, "fps": FPS, "frames_indices": list(range(FRAMES)),
-                    "do_sample_frames": False}
+                    "do_sample_frames": False, **({} if method == "vanilla" else {VIDEO_KEY: KEY})}
         request = {"prompt": text, "multi_modal_data": {"video": [(clip(FRAMES, SIDE, seed=0), metadata)]}}
         outputs = llm.generate(request, SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS))
         records = [] if method == "vanilla" else llm.apply_model(lambda model: list(model.vcast_records))[0]
-        return list(outputs[0].outputs[0].token_ids), records
+        stats = [] if method == "vanilla" else llm.apply_model(lambda model: model.vcast_drain_stats())[0]
+        return list(outputs[0].outputs[0].token_ids), records, stats
     finally:
         del llm
         gc.collect()
@@ -121,7 +138,7 @@ def test_vllm_plugin_equals_hf_attach(checkpoint, prompt, hf, method: str) -> No
 
     model, inputs, frames = hf
     _, text = prompt
-    generated, records = vllm_run(checkpoint, text, method)
+    generated, records, stats = vllm_run(checkpoint, text, method)
 
     assert len(records) == 1, f"vLLM's model pruned {len(records)} videos, expected 1"
     record = records[0]
@@ -131,10 +148,21 @@ def test_vllm_plugin_equals_hf_attach(checkpoint, prompt, hf, method: str) -> No
     assert record["keep"].tolist() == expected_keep.tolist()
     assert 0 < expected_keep.numel() < frames.shape[0] * frames.shape[1]
 
-    reference = hf_generate(model, inputs, method)
+    reference, hf_stats = hf_generate(model, inputs, method, with_stats=True)
     assert generated == reference, f"{method}: vLLM generated {generated}, HF + attach {reference}"
     # The check has teeth: pruning changes this model's answer.
     assert reference != hf_generate(model, inputs, "vanilla")
+
+    # The kept-token record: the model's stats under the clip's key (the profiling run's, if any,
+    # carry no key) make the same record as the HF plugins make from attach's stats.
+    assert [stat["key"] for stat in stats if stat["key"] != NO_KEY] == [KEY]
+    geometry = qwen_geometry(inputs["video_grid_thw"][0].tolist())
+    (ours,) = records_from_stats([KeptVideo(KEY, "clip", 0, 0, geometry, list(range(FRAMES)))], stats, method)
+    (theirs,) = call_records(hf_stats, method, [geometry], [list(range(FRAMES))], ["clip"], [0])
+    assert ours.geometry == theirs.geometry and ours.frame_indices == theirs.frame_indices
+    assert np.array_equal(ours.kept, theirs.kept), f"{method}: vLLM's kept mask differs from HF's"
+    assert ours.budgets == theirs.budgets == ours.kept.sum(axis=(1, 2)).tolist()
+    assert int(ours.kept.sum()) == expected_keep.numel()
 
 
 def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
@@ -151,7 +179,7 @@ def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
                        video_metadata=[VideoMetadata(total_num_frames=FRAMES, fps=FPS, frames_indices=list(range(FRAMES)))],
                        do_sample_frames=False, size=QWEN_VIDEO_SIZE)
     model = transformers.Qwen3VLMoeForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32).eval()
-    generated, records = vllm_run(checkpoint, text, "vcast")
+    generated, records, _ = vllm_run(checkpoint, text, "vcast")
     assert len(records) == 1 and records[0]["keep"].numel() > 0
     reference = hf_generate(model, inputs, "vcast")
     assert generated == reference, f"MoE: vLLM generated {generated}, HF + attach {reference}"
@@ -161,7 +189,7 @@ def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
 def test_vllm_vanilla_equals_hf(checkpoint, prompt, hf) -> None:
     """The stock model (no plugin settings) on the same inputs: the baseline the plugin builds on."""
     model, inputs, _ = hf
-    generated, _ = vllm_run(checkpoint, prompt[1], "vanilla")
+    generated, _, _ = vllm_run(checkpoint, prompt[1], "vanilla")
     assert generated == hf_generate(model, inputs, "vanilla")
 
 
@@ -171,3 +199,96 @@ def test_another_vllm_version_is_refused_by_name(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(vllm, "__version__", "0.31.0")
     with pytest.raises(RuntimeError, match=r"vLLM 0\.32\.0 .*but vLLM 0\.31\.0 is installed"):
         vcast.vllm.engine_kwargs(str(checkpoint), "vcast", RATIO)
+
+
+# The lmms-eval plugin: kept-token records of a cell ------------------------------------------------
+
+LIMIT = 4  # items per cell; the vLLM cells hand vLLM 2 requests per call, so keys, not order, match them
+SYNTH_ARGS = {"max_pixels": 16384, "min_pixels": 4096}  # 128 x 128 frames: a 4 x 4 x 4 grid at 8 frames
+VLLM_ARGS = {**SYNTH_ARGS, "max_model_len": 4096, "gpu_memory_utilization": 0.2,
+             "kv_cache_memory_bytes": 256 * 2**20, "enforce_eager": True}
+
+
+@pytest.fixture(scope="module")
+def lmms_eval_env() -> None:
+    pytest.importorskip("lmms_eval", reason="lmms-eval is not installed in this vLLM environment: make "
+                                            "setup-vllm-eval installs it (and the rest of vcast's eval extra)")
+
+
+def _cell_spec(checkpoint, plugin: str, method: str, limit: int = LIMIT, batch_size: int = 1, **model_args):
+    from vcast.sweep.cell import CellSpec
+
+    vllm_plugin = plugin == "vcast_vllm"
+    return CellSpec(
+        experiment="kept_vllm", model="tiny_qwen3vl_vllm" if vllm_plugin else "tiny_qwen3vl_hf", plugin=plugin,
+        pretrained=str(checkpoint), prompt_key="qwen3_vl",
+        model_args={**(VLLM_ARGS if vllm_plugin else {**SYNTH_ARGS, "dtype": "float32"}), **model_args},
+        method=method, method_id=method, method_params={}, ratio=RATIO, frames=FRAMES, task="vcast_synth",
+        lmms_tasks=["vcast_synth"], limit=limit, batch_size=batch_size)
+
+
+def _run_cell(spec, root):
+    from vcast.sweep.execute import run_cell
+
+    record = run_cell(spec, root, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert record["status"] == "ok", record.get("log_tail")
+    return root / spec.relative_dir
+
+
+def _check_records(cell, synth_data, method: str, limit: int) -> dict:
+    """One record per item, each a Qwen3-VL grid with budgets the mask's counts per step and the
+    frames the plugin read; the kept tokens add up to the efficiency records'."""
+    import json
+
+    from vcast.eval.efficiency import read_records as read_efficiency
+    from vcast.eval.video import read_qwen_video
+    from vcast.kept_records import read_records
+
+    records = read_records(cell)
+    assert sorted(records) == [("vcast_synth", doc_id, 0) for doc_id in range(limit)]
+    calls = read_efficiency(cell / "efficiency")
+    assert sum(call["video_tokens_kept"] for call in calls) == sum(int(r.kept.sum()) for r in records.values())
+    assert sum(call["video_tokens_total"] for call in calls) == sum(r.kept.size for r in records.values())
+    lines = (synth_data / "vcast_synth.jsonl").read_text().splitlines()
+    for (_, doc_id, _), record in records.items():
+        assert record.method == method and not record.stages and not record.merged
+        assert record.geometry.family == "qwen3_vl" and record.geometry.frames_per_step == 2
+        t, h, w = record.geometry.grid
+        assert t == FRAMES // 2 and record.geometry.frame_size == (h * 32, w * 32)
+        assert record.kept.sum(axis=(1, 2)).tolist() == record.budgets
+        path = str(synth_data / json.loads(lines[doc_id])["video"])
+        assert record.frame_indices == read_qwen_video(path, FRAMES).indices
+    return records
+
+
+def test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin(lmms_eval_env, checkpoint, synth_data,
+                                                              tmp_path) -> None:
+    """vcast_vllm and vcast_qwen3_vl on the same checkpoint and items: the same kept mask per item."""
+    ours = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vcast", batch_size=2), tmp_path),
+                          synth_data, "vcast", LIMIT)
+    theirs = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_qwen3_vl", "vcast"), tmp_path),
+                            synth_data, "vcast", LIMIT)
+    for key, record in ours.items():
+        other = theirs[key]
+        assert (record.geometry, record.frame_indices, record.budgets) == (
+            other.geometry, other.frame_indices, other.budgets), key
+        assert np.array_equal(record.kept, other.kept), f"{key}: vLLM kept other tokens than HF"
+        assert 0 < record.kept.sum() < record.kept.size
+
+
+def test_vllm_record_kept_false_writes_none_and_vanilla_keeps_every_token(lmms_eval_env, checkpoint, synth_data,
+                                                                          tmp_path) -> None:
+    from vcast.eval.plugin_args import model_arg_problem
+    from vcast.kept_records import FOLDER
+    from vcast.sweep.cell import identity_mismatch, read_cell
+
+    assert model_arg_problem("vcast_vllm", "record_kept") is None
+    off = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1, record_kept=False)
+    cell = _run_cell(off, tmp_path)
+    assert (cell / "efficiency").is_dir() and not (cell / FOLDER).exists()
+    on = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1)
+    assert on.relative_dir == off.relative_dir and identity_mismatch(read_cell(cell)["spec"], on) == []
+
+    vanilla = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
+                             synth_data, "vanilla", 1)
+    assert all(record.kept.all() for record in vanilla.values())

@@ -20,6 +20,7 @@ from PIL import Image
 from vcast.eval.input_budget import INPUT_BUDGET, input_plan_refusal, video_budget
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.video import is_video_path, read_llava_video
+from vcast.kept_records import FRAME_INDICES, Geometry, llava_geometry
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class VCastLlavaOV(VCastLMM):
         return transformers.LlavaOnevisionForConditionalGeneration
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
-        texts, images, videos, budgets = [], [], [], []
+        texts, images, videos, budgets, indices = [], [], [], [], []
         # An input method (fewer_frames) reads fewer of the max_num_frames frames LLaVA reads.
         count = self.max_num_frames if self.input_plan is None else self.input_plan.frames(self.max_num_frames)
         for context, items in zip(contexts, visuals):
@@ -65,7 +66,10 @@ class VCastLlavaOV(VCastLMM):
             if len(sample_videos) + len(sample_images) != len(items):
                 raise ValueError(f"vcast_llava_ov: unsupported visual(s) in {items!r:.120} "
                                  "(expected video paths or PIL images)")
-            videos.extend(read_llava_video(path, count).frames for path in sample_videos)
+            for path in sample_videos:
+                decoded = read_llava_video(path, count)
+                videos.append(decoded.frames)
+                indices.append(list(decoded.indices))
             budgets.extend(video_budget(count, self.max_num_frames) for _ in sample_videos)
             images.extend(sample_images)
             if IMAGE_TOKEN not in context:
@@ -86,4 +90,14 @@ class VCastLlavaOV(VCastLMM):
                 inputs[key] = inputs[key].to(self.model.dtype)
         if self.input_plan is not None:
             setattr(inputs, INPUT_BUDGET, budgets)
+        setattr(inputs, FRAME_INDICES, indices)
         return inputs
+
+    def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
+        """Each video's frames of the pooled grid (its trailing newline token is not a grid token),
+        on the frames the processor resized (``pixel_values_videos`` ``[V, F, 3, S, S]``: the square
+        input the vision tower takes, 384 px)."""
+        height, width = inputs["pixel_values_videos"].shape[-2:]
+        if height != width:
+            raise ValueError(f"vcast_llava_ov: the processor gave {height}x{width} frames; the tower takes squares")
+        return [llava_geometry(video.frames, video.tokens_per_frame, int(height)) for video in videos]

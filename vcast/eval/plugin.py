@@ -14,6 +14,7 @@ import copy
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
@@ -29,6 +30,7 @@ from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin_args import ATTN_IMPLEMENTATIONS, DTYPE_NAMES
 from vcast.eval.prefetch import Prefetcher
 from vcast.eval.video import UNREADABLE_VIDEO
+from vcast.kept_records import FRAME_INDICES, Geometry, append_records, call_records, rank_file
 from vcast.models.flops import TERA, PrefillFlops, call_prefill_flops, vision_units
 
 logger = logging.getLogger(__name__)
@@ -108,7 +110,10 @@ class VCastLMM(lmms):
     costs such as kernel selection are not charged to the first item), ``prefetch`` (default 2:
     batches whose videos are read and preprocessed ahead, in a background thread, while the model
     runs the current one, see :mod:`vcast.eval.prefetch`; 0: each batch is read when its turn
-    comes, serially with the model; same answers and records either way).
+    comes, serially with the model; same answers and records either way), ``record_kept``
+    (default true: with ``efficiency_dir`` set, which video tokens each item kept, one
+    :class:`vcast.kept_records.KeptRecord` per video, in ``<efficiency_dir>/../kept/rank<r>.jsonl``;
+    it changes nothing the model computes, so a sweep's cell is the same cell either way).
     """
 
     is_simple = True
@@ -131,6 +136,7 @@ class VCastLMM(lmms):
         missing_visuals: str = "skip",
         warmup: bool = True,
         prefetch: int = 2,
+        record_kept: bool = True,
         use_cache: bool = True,
         max_batch_size: Optional[int] = None,  # passed by lmms-eval's CLI; unused
         **method_params: Any,
@@ -195,6 +201,9 @@ class VCastLMM(lmms):
         else:
             self.handle = attach(self._model, "vanilla", 1.0, positions=positions, compress_images=compress_images)
         self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
+        # Beside the efficiency folder: in a sweep both sit in the cell's folder.
+        self.kept_path: Optional[Path] = (rank_file(Path(efficiency_dir).parent, self._rank)
+                                          if record_kept and efficiency_dir is not None else None)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, self._rank)
         logger.info("%s: %s on %s (%s, %s attention), method=%s ratio=%s params=%s, rank %d/%d",
@@ -250,7 +259,14 @@ class VCastLMM(lmms):
         raise NotImplementedError
 
     def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
-        """Processor outputs (a BatchFeature on CPU) for one batch of prompts and their visuals."""
+        """Processor outputs (a BatchFeature on CPU) for one batch of prompts and their visuals,
+        with each video's source frame indices as the attribute
+        :data:`vcast.kept_records.FRAME_INDICES` (one list per video, in batch order)."""
+        raise NotImplementedError
+
+    def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
+        """The token grid of each video the last call saw (``videos``: its video segments, in
+        batch order) on the frames the processor gave the model (``inputs``)."""
         raise NotImplementedError
 
     # The request loop ---------------------------------------------------------------------------
@@ -399,6 +415,7 @@ class VCastLMM(lmms):
         new_tokens = output[:, inputs["input_ids"].shape[1]:]
         self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None),
                      prepare_s=prepare_s, wait_s=wait_s, flops=self._prefill_flops(inputs))
+        self._record_kept(inputs, tasks, doc_ids)
         return self._decoder.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor,
@@ -430,6 +447,22 @@ class VCastLMM(lmms):
             vision_tflops=None if flops is None else flops.vision / TERA,
             llm_tflops=None if flops is None else flops.llm / TERA,
         ))
+
+    def _record_kept(self, inputs: Any, tasks: list[str] | str, doc_ids: list[int]) -> None:
+        """Append one kept-token record per video of the call to ``kept_path`` (when recording)."""
+        if self.kept_path is None:
+            return
+        stats = self.handle.stats
+        videos = [segment for segment in stats.segments if segment.kind == "video"]
+        if not videos:
+            return
+        if isinstance(tasks, str):  # one task for every row
+            tasks = [tasks] * len(doc_ids)
+        indices = getattr(inputs, FRAME_INDICES, None)
+        if indices is None:
+            raise RuntimeError(f"{type(self).__name__}._prepare attached no frame indices to the batch")
+        records = call_records(stats, self.method, self._video_geometries(inputs, videos), indices, tasks, doc_ids)
+        append_records(self.kept_path, records)
 
     def _prefill_flops(self, inputs: Any) -> Optional[PrefillFlops]:
         """The call's theoretical prefill FLOPs (:mod:`vcast.models.flops`): the vision path over

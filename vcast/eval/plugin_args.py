@@ -14,11 +14,11 @@ from typing import Any, Mapping, Optional
 # VCastLMM (vcast/eval/plugin.py): every Hugging Face plugin.
 HF_ARGS = ("pretrained", "method", "ratio", "max_num_frames", "attn_implementation", "batch_size", "device_map",
            "device", "dtype", "positions", "compress_images", "efficiency_dir", "missing_visuals", "warmup",
-           "prefetch", "use_cache", "max_batch_size")
+           "prefetch", "record_kept", "use_cache", "max_batch_size")
 QWEN_VIDEO_ARGS = ("min_pixels", "max_pixels", "total_pixels", "system_prompt")
 VLLM_ARGS = ("pretrained", "method", "ratio", "max_num_frames", *QWEN_VIDEO_ARGS, "batch_size",
              "tensor_parallel_size", "dtype", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
-             "enforce_eager", "max_videos", "max_images", "seed", "efficiency_dir", "missing_visuals",
+             "enforce_eager", "max_videos", "max_images", "seed", "efficiency_dir", "missing_visuals", "record_kept",
              "max_batch_size")
 
 PLUGIN_ARGS: dict[str, tuple[str, ...]] = {

@@ -19,6 +19,7 @@ from vcast.eval.input_budget import INPUT_BUDGET, video_budget
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.plugin_args import QWEN_TEMPORAL_PATCH, check_frames
 from vcast.eval.video import is_video_path, qwen_frame_count, qwen_frame_size, qwen_resize, read_qwen_video
+from vcast.kept_records import FRAME_INDICES, Geometry, qwen_geometry
 from vcast.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class VCastQwen3VL(VCastLMM):
         from qwen_vl_utils import fetch_image
         from transformers.video_utils import VideoMetadata
 
-        texts, images, videos, metadata, budgets = [], [], [], [], []
+        texts, images, videos, metadata, budgets, indices = [], [], [], [], [], []
         for context, items in zip(contexts, visuals):
             context = context.replace("<image>", "")
             content: list[dict[str, Any]] = []
@@ -77,6 +78,7 @@ class VCastQwen3VL(VCastLMM):
                     decoded, frames, budget = self._read_video(item)
                     videos.append(frames)
                     budgets.append(budget)
+                    indices.append(list(decoded.indices))
                     metadata.append(VideoMetadata(total_num_frames=decoded.total_frames, fps=decoded.fps,
                                                   frames_indices=decoded.indices, video_backend="decord"))
                     content.append({"type": "video", "video": item})
@@ -100,7 +102,16 @@ class VCastQwen3VL(VCastLMM):
         inputs = self.processor(**kwargs)
         if self.input_plan is not None:
             setattr(inputs, INPUT_BUDGET, budgets)
+        setattr(inputs, FRAME_INDICES, indices)
         return inputs
+
+    def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
+        """One ``video_grid_thw`` row per video, in the order the model saw them."""
+        vision = self._model.config.vision_config
+        grid = inputs.get("video_grid_thw")
+        rows = [] if grid is None else grid.tolist()
+        return [qwen_geometry(row, vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size)
+                for row in rows]
 
     def _read_video(self, path: str) -> tuple[Any, Any, Optional[dict[str, Any]]]:
         """``(decoded video, resized frames [T, 3, H, W], input budget or None)`` of one video.

@@ -242,8 +242,14 @@ class PruningHandle:
         if self._drops is not None:
             kept = self._drops.end_prefill()
             if kept and self._record is not None:
+                # The LLM's columns are those of the sequence after any pre-LLM pruning; its layout's
+                # gather index maps them back to the unpruned prompt (the segments' positions).
+                index = None if self._active is None else self._active.layout.index.cpu()
                 self._record.llm_stages = [
-                    LLMStageStats(layer=layer, kept=[int(c.numel()) for c in columns], columns=[c.cpu() for c in columns])
+                    LLMStageStats(layer=layer, kept=[int(c.numel()) for c in columns],
+                                  columns=[c.cpu() for c in columns],
+                                  prompt_columns=[c.cpu() if index is None else index[row, c.cpu()]
+                                                  for row, c in enumerate(columns)])
                     for layer, columns in kept]
 
     def _on_language_model(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:

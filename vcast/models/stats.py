@@ -50,11 +50,15 @@ class LLMStageStats:
         kept: video tokens per sample from layer ``K`` on.
         columns: per sample, LongTensor (CPU) of the kept video tokens' columns in the sequence
             that entered the language model (after any pre-LLM pruning).
+        prompt_columns: per sample, LongTensor (CPU) of the same tokens' columns in the unpruned
+            prompt (the space of :attr:`SegmentStats.positions`), in the same order; empty when
+            the stage was recorded without them.
     """
 
     layer: int
     kept: list[int]
     columns: list[torch.Tensor]
+    prompt_columns: list[torch.Tensor] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ class CallStats:
             segment["positions"] = segment["positions"].tolist()
         for stage in out["llm_stages"]:
             stage["columns"] = [columns.tolist() for columns in stage["columns"]]
+            stage["prompt_columns"] = [columns.tolist() for columns in stage["prompt_columns"]]
         out.update(kept_video_tokens=self.kept_video_tokens, total_video_tokens=self.total_video_tokens,
                    final_video_tokens=self.final_video_tokens, layer_retention=self.layer_retention)
         return out

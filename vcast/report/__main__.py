@@ -9,6 +9,7 @@
     python -m vcast.report collect --results results --out tidy.csv
     python -m vcast.report analyze qwen3vl-8b                # loyalty, flips, paired intervals, trade-off figure
     python -m vcast.report build qwen3vl-8b --intervals --analysis   # ± in the tables, and the analysis
+    python -m vcast.report site results/demo                 # a static site: tables, figures, analysis, cells, items
 
 ``--run`` first runs the target's experiments through the sweep (finished cells are skipped),
 then writes the report; ``make table-<target>`` does the same (``REPORT_ONLY=1`` skips running).
@@ -27,10 +28,10 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
+from vcast.report import site
 from vcast.report.analysis import accuracy_intervals, compare_all
 from vcast.report.analysis_export import SUFFIX as ANALYSIS_SUFFIX
 from vcast.report.analysis_export import write_analysis
-from vcast.report.cell_geometry import cell_geometry
 from vcast.report.collect import COLUMNS, collect
 from vcast.report.comparison import ProfileTable
 from vcast.report.export import write_table
@@ -39,6 +40,7 @@ from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.per_sample import CellItemsCollection, collect_items
 from vcast.report.products import PRODUCTS, Product, TableOutput, find_product
+from vcast.report.qualitative import DEFAULT_BASELINES as QUALITATIVE_BASELINES
 from vcast.report.scoring import load_task_scorings
 from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED
 from vcast.report.tables import build_table
@@ -49,17 +51,8 @@ from vcast.sweep.profiles import PROFILES
 logger = logging.getLogger("vcast.report")
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_MODEL_DIR = REPO / "checkpoints" / "tiny_qwen3_vl"
-DEFAULT_FRAMES = 32
 TABLE_SUFFIXES = (".csv", ".tex", ".md")
 FIGURE_SUFFIXES = (".png", ".pdf")
-
-
-def _default_videos() -> list[Path]:
-    from vcast.eval.synthetic_benchmark import DEFAULT_DATA_DIR
-
-    videos = Path(DEFAULT_DATA_DIR) / "videos"
-    return (sorted(videos.glob("cut_*.mp4")) or sorted(videos.glob("*.mp4")))[:1]  # a clip with a scene cut
 
 
 def _figure_frame_scaling(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
@@ -81,32 +74,32 @@ def _figure_llava_efficiency(frame: pd.DataFrame, out: Path, args: argparse.Name
                                 ratio=args.ratio)
 
 
-def _figure_budget_profiles(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
-    from vcast.report.figures import budget_profile_figure
+def _recorded_budgets(figure: str, frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    from vcast.report.figures import plot_budget_profiles
+    from vcast.report.recorded_budgets import CURVE_LABELS, recorded_panels
 
-    videos = [Path(v) for v in args.videos] if args.videos else _default_videos()
-    if not videos:
-        raise ValueError("no videos given (--videos) and no synthetic benchmark clips found (run `make synth-data`)")
-    model_dir, frames = args.model_dir or DEFAULT_MODEL_DIR, args.frames or DEFAULT_FRAMES
-    logger.info("budget profiles: %s, %d frames, pixels per frame %s..%s (unset: the plugin's)", model_dir, frames,
-                args.min_pixels, args.max_pixels)
-    return budget_profile_figure(model_dir, videos, out / "budget-profiles", frames=frames, ratio=args.ratio,
-                                 max_pixels=args.max_pixels, min_pixels=args.min_pixels)
+    panels, group = recorded_panels(frame, args.results, figure, ratio=args.ratio, experiments=args.experiments,
+                                    model=args.model_config, frames=args.frames, seed=args.seed)
+    return plot_budget_profiles(panels, out / figure, ratio=args.ratio, frames_per_step=group, labels=CURVE_LABELS)
+
+
+def _figure_budget_profiles(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    return _recorded_budgets("budget-profiles", frame, out, args)
+
+
+def _figure_budget_analysis(frame: pd.DataFrame, out: Path, args: argparse.Namespace) -> list[Path]:
+    return _recorded_budgets("budget-analysis", frame, out, args)
 
 
 def figure_arguments(args: argparse.Namespace, product: Product, results: Path,
                      model: Optional[str] = None) -> argparse.Namespace:
-    """``args`` with the budget profile's input taken from the product's finished cells
-    (checkpoint, frames, pixel bounds) wherever the command line left it unset, so the figure
-    shows the videos as the cells saw them; unchanged for a product without cells."""
-    geometry = cell_geometry(results, product.experiments, model or product.model) if product.experiments else None
-    if geometry is None:
-        return args
+    """``args`` and where the figures read their cells: the results root, the product's
+    experiments and model config (the budget figures draw the budgets those cells recorded)."""
     filled = argparse.Namespace(**vars(args))
-    for name, value in (("model_dir", Path(geometry.pretrained)), ("frames", geometry.frames),
-                        ("max_pixels", geometry.max_pixels), ("min_pixels", geometry.min_pixels)):
-        if getattr(args, name, None) is None:
-            setattr(filled, name, value)
+    filled.results, filled.experiments, filled.model_config = results, product.experiments, model or product.model
+    for name, default in (("frames", None), ("seed", DEFAULT_SEED), ("ratio", 0.25)):
+        if not hasattr(filled, name):
+            setattr(filled, name, default)
     return filled
 
 
@@ -115,6 +108,7 @@ FIGURES: dict[str, Callable[[pd.DataFrame, Path, argparse.Namespace], list[Path]
     "budget-gains": _figure_budget_gains,
     "llava-ov-efficiency": _figure_llava_efficiency,
     "budget-profiles": _figure_budget_profiles,
+    "budget-analysis": _figure_budget_analysis,
 }
 
 
@@ -344,17 +338,11 @@ def _parser() -> argparse.ArgumentParser:
                             "default: the target's own choice")
     _resampling_arguments(build)
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
-    build.add_argument("--ratio", type=float, default=0.25, help="retention ratio of the figures (default 0.25)")
-    build.add_argument("--model-dir", type=Path,
-                       help="checkpoint for budget profiles (default: the one the target's cells ran, else the tiny "
-                            "Qwen3-VL)")
-    build.add_argument("--videos", nargs="*", help="videos for budget profiles (default: one synthetic clip)")
+    build.add_argument("--ratio", type=float, default=0.25,
+                       help="retention ratio of the cells the figures draw (default 0.25)")
     build.add_argument("--frames", type=int,
-                       help=f"frames sampled for budget profiles (default: the cells', else {DEFAULT_FRAMES})")
-    build.add_argument("--max-pixels", type=int,
-                       help="Qwen3-VL video max_pixels for budget profiles (default: the cells', else the plugin's)")
-    build.add_argument("--min-pixels", type=int,
-                       help="Qwen3-VL video min_pixels for budget profiles (default: the cells', else the plugin's)")
+                       help="frame count of the cells whose recorded budgets the budget figures draw (default: the "
+                            "count most of them share)")
     analyze = commands.add_parser(
         "analyze", help="per-sample analysis (loyalty, flips, paired bootstrap, McNemar) and the trade-off figure")
     analyze.add_argument("target", help="a report target or an experiment folder under --results (as for build)")
@@ -365,6 +353,21 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--profile", choices=PROFILES, default=REPRODUCE, help="whose cells (default reproduce)")
     analyze.add_argument("--show", action="store_true", help="print the Markdown analysis too")
     _resampling_arguments(analyze)
+    qualitative = commands.add_parser(
+        "qualitative", help="fig:badcase: items V-CAST answers right and chosen baselines wrong, with kept maps")
+    qualitative.add_argument("experiment", help="the experiment whose cells to read (a folder under --results)")
+    qualitative.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    qualitative.add_argument("--out", type=Path, help="output folder (default: <results>/figures)")
+    qualitative.add_argument("--baselines", default=",".join(QUALITATIVE_BASELINES),
+                             help="methods that must answer wrong, comma-separated (default: %(default)s)")
+    qualitative.add_argument("--vanilla-wrong", action="store_true", help="the unpruned model must answer wrong too")
+    qualitative.add_argument("--items", type=int, default=3, help="items to draw (default 3)")
+    qualitative.add_argument("--seed", type=int, default=0, help="seed of the choice among qualifying items")
+    qualitative.add_argument("--ratio", type=float, default=0.25, help="the cells' retention ratio (default 0.25)")
+    qualitative.add_argument("--frames", type=int, help="the cells' frame count (default: the most common)")
+    qualitative.add_argument("--model", help="model config of the cells (default: any)")
+    site.add_arguments(commands.add_parser(
+        "site", help="a static results site (opens from disk): tables, figures, analysis, cells, items"))
     tidy = commands.add_parser("collect", help="the tidy frame of a results tree (CSV)")
     tidy.add_argument("--results", type=Path, default=Path("results"))
     tidy.add_argument("--out", type=Path, help="CSV path (default: print)")
@@ -400,6 +403,27 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0 if any(p.name.endswith("-analysis.csv") for p in written) else 1
 
 
+def _qualitative(args: argparse.Namespace) -> int:
+    from vcast.report.qualitative import write_qualitative
+
+    if args.items < 1:
+        _parser().error(f"--items must be at least 1, got {args.items}")
+    baselines = [name.strip() for name in args.baselines.split(",") if name.strip()]
+    try:
+        written, problems = write_qualitative(args.results, args.experiment, args.out or args.results / "figures",
+                                              ratio=args.ratio, frames=args.frames, baselines=baselines,
+                                              vanilla_wrong=args.vanilla_wrong, items=args.items, seed=args.seed,
+                                              model=args.model)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"qualitative: {error}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {path}")
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    return 0 if written else 1
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
@@ -411,6 +435,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.command == "analyze":
         return _analyze(args)
+    if args.command == "qualitative":
+        return _qualitative(args)
+    if args.command == "site":
+        try:
+            return site.run(args)
+        except (FileNotFoundError, ValueError) as error:
+            _parser().error(str(error))
     if args.command == "collect":
         collection = collect(args.results)
         text = collection.frame.to_csv(index=False)

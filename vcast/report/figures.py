@@ -30,7 +30,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from vcast.atomic_files import atomic_write_bytes
-from vcast.report.budget_profile import ALLOCATION_LABELS, panel_title, step_name
+from vcast.budget_profiles import ALLOCATION_LABELS, step_name
 from vcast.report.collect import one_row_per_cell
 from vcast.report.layouts import REFERENCE
 from vcast.report.scoring import CONFIG_DIR
@@ -48,6 +48,14 @@ ALLOCATION_COLORS: dict[str, tuple[float, float, float]] = {
     "uniform": (0.557, 0.576, 0.596),
     "uniqueness": (0.400, 0.722, 0.502),
     "curvature": (0.851, 0.353, 0.373),
+}
+# Compared method -> colour of fig:budget_analysis (its caption's: grey uniform, orange segment-based,
+# blue global uniqueness; V-CAST keeps its curvature red).
+ANALYSIS_COLORS: dict[str, tuple[float, float, float]] = {
+    "visionzip": (0.5, 0.5, 0.5),
+    "fastvid": (0.8, 0.4, 0.1),
+    "holitom": (0.9, 0.6, 0.2),
+    "vidcom2": (0.2, 0.4, 0.7),
 }
 GAIN_COLORS = ("0.65", ALLOCATION_COLORS["curvature"])  # original, + V-CAST budgeting
 METHOD_ORDER = ("vanilla", "visionzip", "vidcom2", "fastvid", "holitom", "flashvid", "vcast",
@@ -401,7 +409,7 @@ def budget_profile_labels(frames_per_step: int) -> dict[str, str]:
 
 
 def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], *, ratio: float,
-                          frames_per_step: int = 1) -> Figure:
+                          frames_per_step: int = 1, labels: Optional[Mapping[str, str]] = None) -> Figure:
     """Budget curves, one point per frame or temporal patch, one panel per video.
 
     Args:
@@ -411,8 +419,9 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
         ratio: the retention ratio the budgets were computed at (for the title).
         frames_per_step: frames behind a point: 1 (a frame, LLaVA), or a temporal patch of
             several frames (Qwen3-VL: 2); the title and both axes say it.
+        labels: legend label per curve key, over :data:`vcast.budget_profiles.ALLOCATION_LABELS`.
     """
-    labels = budget_profile_labels(frames_per_step)
+    axis = budget_profile_labels(frames_per_step)
     panels = _panels(profiles)
     figure = Figure(figsize=(4.6 * len(panels), 3.2), layout="constrained")
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
@@ -420,42 +429,27 @@ def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles
         for index, (name, budgets) in enumerate(panel.items()):
             budgets = np.asarray(budgets)
             is_vcast = name == "curvature"
-            ax.plot(np.arange(len(budgets)), budgets, color=ALLOCATION_COLORS.get(name, f"C{index + 3}"),
-                    label=ALLOCATION_LABELS.get(name, name), gid=f"profile:{name}", marker="o",
+            ax.plot(np.arange(len(budgets)), budgets,
+                    color=ALLOCATION_COLORS.get(name, ANALYSIS_COLORS.get(name, f"C{index + 3}")),
+                    label=(labels or {}).get(name, ALLOCATION_LABELS.get(name, name)), gid=f"profile:{name}",
+                    marker="o",
                     markersize=3 if is_vcast else 2, linewidth=2.0 if is_vcast else 1.4, zorder=3 if is_vcast else 2)
-        ax.set_xlabel(labels["x"])
+        ax.set_xlabel(axis["x"])
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(labels["y"])
-    figure.suptitle(f"{labels['title']}, R = {_pct(ratio)}")
-    _figure_legend(figure, axes, columns=len(ALLOCATION_COLORS))
+    axes[0].set_ylabel(axis["y"])
+    figure.suptitle(f"{axis['title']}, R = {_pct(ratio)}")
+    _figure_legend(figure, axes, columns=min(len(ALLOCATION_COLORS), max(len(panel) for _, panel in panels)))
     return figure
 
 
 def plot_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], out_stem: PathLike, *,
-                         ratio: float, frames_per_step: int = 1) -> list[Path]:
-    """fig:temporal_allocation as PNG and PDF (see :func:`build_budget_profiles`)."""
-    return save_figure(build_budget_profiles(profiles, ratio=ratio, frames_per_step=frames_per_step), out_stem)
-
-
-def budget_profile_figure(model_dir: PathLike, videos: Sequence[PathLike], out_stem: PathLike, *, frames: int,
-                          ratio: float, max_pixels: Optional[int] = None, min_pixels: Optional[int] = None,
-                          device: str = "cpu") -> list[Path]:
-    """fig:temporal_allocation from a checkpoint and videos: the model is loaded once, each
-    video's real tokens ``[T, P, D]`` give one panel titled with its grid spelt out
-    (``clip.mp4: 8 temporal patches × 16 tokens``, see :func:`panel_title`)."""
-    from vcast.report.budget_profile import VideoTokenReader, budget_profiles
-
-    if not videos:
-        raise ValueError("budget_profile_figure: no videos given")
-    reader = VideoTokenReader.load(model_dir, device=device)
-    group = reader.frames_per_step
-    panels = []
-    for video in videos:
-        tokens = reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)
-        title = panel_title(Path(video).name, int(tokens.shape[0]), int(tokens.shape[1]), group)
-        panels.append((title, budget_profiles(tokens, ratio)))
-    return plot_budget_profiles(panels, out_stem, ratio=ratio, frames_per_step=group)
+                         ratio: float, frames_per_step: int = 1,
+                         labels: Optional[Mapping[str, str]] = None) -> list[Path]:
+    """Budget profiles (fig:temporal_allocation, fig:budget_analysis) as PNG and PDF (see
+    :func:`build_budget_profiles`)."""
+    return save_figure(build_budget_profiles(profiles, ratio=ratio, frames_per_step=frames_per_step, labels=labels),
+                       out_stem)
 
 
 def artists_with_gid(figure: Figure, gid: str) -> list[Any]:

@@ -59,11 +59,15 @@ PRODUCTS: dict[str, Product] = {product.name: product for product in (
     ), description="tab:ablation_temporal_32_64, tab:ablation_spatial, tab:ablation_full_suppl"),
     Product("frames", ("frame_scaling",), figures=("frame-scaling",), description="fig:frame_scaling"),
     Product("budget-gains", ("budget_others",), figures=("budget-gains",), description="fig:ablation_budget_others"),
-    Product("budgets", (), figures=("budget-profiles",), description="fig:temporal_allocation"),
-    Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles",), out_dir="demo",
+    Product("budgets", ("ablation_temporal",), figures=("budget-profiles",), model="qwen3vl_8b",
+            description="fig:temporal_allocation, from the budgets its cells recorded"),
+    Product("budget-analysis", ("qwen3vl_8b",), figures=("budget-analysis",), model="qwen3vl_8b",
+            description="fig:budget_analysis, from the budgets its cells recorded"),
+    Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles", "budget-analysis"),
+            out_dir="demo",
             model="demo_qwen3vl", options=BUILD_OPTIONS,
             description="the demo's table (kept tokens, ± intervals), its per-sample analysis and trade-off figure, "
-                        "and a budget profile of one synthetic video at the cells' frames and resolution"),
+                        "and the budget figures from the budgets its cells recorded"),
 )}
 
 

@@ -59,6 +59,9 @@ class CellSpec:
 # Spec fields that cannot change a cell's numbers: where it is filed, how many processes share it
 # (data parallelism gives identical answers, tested), where extra task folders live.
 NOT_IDENTITY = ("experiment", "model", "task", "processes", "include_paths")
+# Model arguments that change what a run records, never what the model computes: a cell run with or
+# without them is the same cell.
+NOT_IDENTITY_MODEL_ARGS = ("record_kept",)
 
 
 def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
@@ -66,7 +69,8 @@ def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
     ``spec``), as ``"name: recorded -> requested"``; empty when the cell answers this request.
 
     A field the record lacks (a cell from an older vcast) counts as its default then (``variant``
-    ``"paper"``, ``profile`` ``"reproduce"``).
+    ``"paper"``, ``profile`` ``"reproduce"``). The model arguments of
+    :data:`NOT_IDENTITY_MODEL_ARGS` (``record_kept``) are left out of ``model_args``.
     """
     differences = []
     for item in fields(CellSpec):
@@ -75,9 +79,18 @@ def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
         default = item.default if item.default is not MISSING else (
             item.default_factory() if item.default_factory is not MISSING else None)  # type: ignore[misc]
         before, now = recorded.get(item.name, default), getattr(spec, item.name)
+        if item.name == "model_args":
+            before, now = _identity_args(before), _identity_args(now)
         if _normalised(before) != _normalised(now):
             differences.append(f"{item.name}: {before!r} -> {now!r}")
     return differences
+
+
+def _identity_args(args: Any) -> Any:
+    """``args`` without the model arguments that are not part of a cell's identity."""
+    if not isinstance(args, dict):
+        return args
+    return {key: value for key, value in args.items() if key not in NOT_IDENTITY_MODEL_ARGS}
 
 
 def _normalised(value: Any) -> Any:

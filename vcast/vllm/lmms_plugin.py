@@ -4,7 +4,7 @@ The model_args are ``vcast_qwen3_vl``'s: ``pretrained``, ``method`` (``vanilla``
 :data:`vcast.vllm.VLLM_METHODS`), ``ratio``, the method's parameters (``tau=0.7``, ...),
 ``max_num_frames``, ``min_pixels`` / ``max_pixels`` / ``total_pixels``, ``system_prompt``,
 ``batch_size`` (requests handed to vLLM per call; vLLM batches them itself), ``efficiency_dir``,
-``missing_visuals``; plus vLLM's ``tensor_parallel_size``, ``dtype`` (``auto``: bfloat16 on GPU,
+``missing_visuals``, ``record_kept``; plus vLLM's ``tensor_parallel_size``, ``dtype`` (``auto``: bfloat16 on GPU,
 float32 on CPU; vLLM on CPU would otherwise run a float32 checkpoint in bf16), ``max_model_len``,
 ``gpu_memory_utilization``, ``kv_cache_memory_bytes`` (CPU: the KV cache size), ``enforce_eager``
 (skip torch.compile: a tiny model on CPU starts in seconds instead of ~40 s), ``max_videos`` /
@@ -21,6 +21,12 @@ Per call, one :class:`vcast.eval.efficiency.CallRecord`: ``prefill_s`` is vLLM's
 (scheduled to first token, vision encoding and selection included), ``decode_s`` first to last
 token, ``selection_s`` the model's own ``vcast.select`` time, ``vision_s`` 0 (vLLM does not time
 the encoder apart); token counts from the model (kept) and the grid (total).
+
+Per video of every item, with ``efficiency_dir`` set and ``record_kept`` (default true), one
+:class:`vcast.kept_records.KeptRecord` in ``<efficiency_dir>/../kept/rank0.jsonl``, as the Hugging
+Face plugins write them: the grid is the video's ``video_grid_thw`` with the 2 x 2 merge, the kept
+mask is the one the model applied, carried back from vLLM's model under each video's key
+(:mod:`vcast.vllm.kept`); the stock model (``method=vanilla``) keeps every token.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 from lmms_eval import utils as lmms_utils
@@ -42,7 +49,9 @@ from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin import record_answers, stop_strings
 from vcast.eval.plugin_args import check_frames
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
+from vcast.kept_records import append_records, qwen_geometry, rank_file
 from vcast.validation import check_choice, check_int
+from vcast.vllm.kept import NO_KEY, VIDEO_KEY, KeptVideo, records_from_stats, video_key
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +86,7 @@ class VCastVLLM(lmms):
         seed: int = 0,
         efficiency_dir: Optional[str] = None,
         missing_visuals: str = "skip",
+        record_kept: bool = True,
         max_batch_size: Optional[int] = None,  # passed by lmms-eval's CLI; unused
         **method_params: Any,
     ) -> None:
@@ -127,6 +137,12 @@ class VCastVLLM(lmms):
         self.pruned = method != "vanilla"
         self.video_token_id = self.processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
         self.efficiency = EfficiencyLog(efficiency_dir, 0)
+        # Beside the efficiency folder, as the Hugging Face plugins write them (in a sweep: the cell's folder).
+        self.kept_path: Optional[Path] = (rank_file(Path(efficiency_dir).parent, 0)
+                                          if record_kept and efficiency_dir is not None else None)
+        video_processor = self.processor.video_processor
+        self._patch, self._merge = int(video_processor.patch_size), int(video_processor.merge_size)
+        self._temporal_patch = int(video_processor.temporal_patch_size)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, 0)
         logger.info("vcast_vllm: %s (%s, tp=%d) method=%s ratio=%s params=%s", pretrained, dtype,
@@ -161,12 +177,14 @@ class VCastVLLM(lmms):
         raise NotImplementedError("vcast_vllm implements generate_until only")
 
     # Requests -----------------------------------------------------------------------------------
-    def _request(self, context: str, items: list[Any]) -> tuple[dict[str, Any], int]:
-        """One vLLM prompt (the chat-templated text and its videos / images) and its unpruned video
-        token count; raises on an unreadable video."""
+    def _request(self, context: str, items: list[Any], task: str = "", doc_id: int = -1
+                 ) -> tuple[dict[str, Any], int, list[KeptVideo]]:
+        """One vLLM prompt (the chat-templated text and its videos / images), its unpruned video
+        token count and its videos (for the kept-token records of item ``task`` / ``doc_id``);
+        raises on an unreadable video. A pruned run's videos carry their key in their metadata."""
         from qwen_vl_utils import fetch_image
 
-        videos, images, content = [], [], []
+        videos, images, content, kept_videos = [], [], [], []
         video_tokens = 0
         for item in items:
             if is_video_path(item):
@@ -175,9 +193,16 @@ class VCastVLLM(lmms):
                                      QWEN_PATCH_SIZE)  # float [T, 3, H, W]
                 metadata = {"total_num_frames": decoded.total_frames, "fps": decoded.fps,
                             "frames_indices": decoded.indices, "video_backend": "decord", "do_sample_frames": False}
+                key = video_key(str(item), decoded.indices, tuple(frames.shape)) if self.pruned else NO_KEY
+                if self.pruned:
+                    metadata[VIDEO_KEY] = key
                 videos.append((frames.permute(0, 2, 3, 1).numpy(), metadata))
                 count, _, height, width = frames.shape  # multiples of 2 frames and of 32 pixels
-                video_tokens += (count // 2) * (height // (2 * QWEN_PATCH_SIZE)) * (width // (2 * QWEN_PATCH_SIZE))
+                geometry = qwen_geometry((count // self._temporal_patch, height // self._patch, width // self._patch),
+                                         self._patch, self._merge, self._temporal_patch)
+                video_tokens += geometry.tokens
+                kept_videos.append(KeptVideo(key=key, task=task, doc_id=int(doc_id), video=len(kept_videos),
+                                             geometry=geometry, frame_indices=[int(i) for i in decoded.indices]))
                 content.append({"type": "video"})
             elif isinstance(item, Image.Image):
                 images.append(fetch_image({"image": item, "min_pixels": self.min_pixels, "max_pixels": self.max_pixels},
@@ -194,7 +219,8 @@ class VCastVLLM(lmms):
             data["video"] = videos
         if images:
             data["image"] = images
-        return {"prompt": text, "multi_modal_data": data, "mm_processor_kwargs": {"do_resize": False}}, video_tokens
+        prompt = {"prompt": text, "multi_modal_data": data, "mm_processor_kwargs": {"do_resize": False}}
+        return prompt, video_tokens, kept_videos
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
         """lmms-eval's order and batching (longest prompt first, grouped by gen_kwargs), greedy unless
@@ -210,14 +236,15 @@ class VCastVLLM(lmms):
             contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
             gen_kwargs = dict(all_gen_kwargs[0])
             until = self._until(gen_kwargs)
-            prompts, readable, totals = [], [], []
+            prompts, readable, totals, videos = [], [], [], []
             for index, (context, to_visual, task, split, doc_id) in enumerate(
                     zip(contexts, doc_to_visual, tasks, splits, doc_ids)):
                 try:
                     visuals = list(to_visual(self.task_dict[task][split][doc_id]) or [])
-                    prompt, video_tokens = self._request(context, visuals)
+                    prompt, video_tokens, item_videos = self._request(context, visuals, task, doc_id)
                     prompts.append(prompt)
                     totals.append(video_tokens)
+                    videos.extend(item_videos)
                     readable.append(index)
                 except (FileNotFoundError, *UNREADABLE_VIDEO) as error:
                     if self.missing_policy == "fail":
@@ -226,7 +253,7 @@ class VCastVLLM(lmms):
             texts = [""] * len(chunk)
             if prompts:
                 generated = self._generate(prompts, totals, gen_kwargs, [tasks[i] for i in readable],
-                                           [doc_ids[i] for i in readable])
+                                           [doc_ids[i] for i in readable], videos)
                 for index, text in zip(readable, generated):
                     texts[index] = text
             record_answers(self, texts, contexts, gen_kwargs, until, answers)
@@ -248,16 +275,29 @@ class VCastVLLM(lmms):
         return SamplingParams(**options)
 
     def _generate(self, prompts: list[dict[str, Any]], totals: list[int], gen_kwargs: dict[str, Any],
-                  tasks: list[str], doc_ids: list[int]) -> list[str]:
+                  tasks: list[str], doc_ids: list[int], videos: Optional[list[KeptVideo]] = None) -> list[str]:
+        """Generate for one batch of prompts and record the call (and its videos' kept tokens)."""
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, self._sampling(gen_kwargs), use_tqdm=False)
         wall = time.perf_counter() - start
-        self._record(outputs, totals, tasks, doc_ids, wall)
+        stats = self.llm.apply_model(lambda model: model.vcast_drain_stats())[0] if self.pruned else []
+        videos = list(videos or [])
+        # Only this call's videos: vLLM's profiling run (no key) leaves stats before the first call.
+        keys = {video.key for video in videos}
+        self._record(outputs, totals, tasks, doc_ids, wall, [s for s in stats if s.get("key", NO_KEY) in keys])
+        self._record_kept(videos, stats)
         return [output.outputs[0].text for output in outputs]
 
+    def _record_kept(self, videos: list[KeptVideo], stats: list[dict[str, Any]]) -> None:
+        """Append one kept-token record per video of the call to ``kept_path`` (when recording)."""
+        if self.kept_path is None or not videos:
+            return
+        records = records_from_stats(videos, stats if self.pruned else None, self.method, self._merge)
+        append_records(self.kept_path, records)
+
     def _record(self, outputs: list[Any], totals: list[int], tasks: list[str], doc_ids: list[int],
-                wall: float) -> None:
-        stats = self.llm.apply_model(lambda model: model.vcast_drain_stats())[0] if self.pruned else []
+                wall: float, stats: list[dict[str, Any]]) -> None:
+        """One efficiency record for the call; ``stats``: the model's stats of the call's videos."""
         kept = [sum(1 for token in output.prompt_token_ids if token == self.video_token_id) for output in outputs]
         metrics = [output.metrics for output in outputs if output.metrics is not None]
         prefill = decode = 0.0

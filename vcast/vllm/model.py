@@ -26,6 +26,10 @@ prompt (``recompute_mrope_positions``). Fixed here, on the plugin's classes only
 
 Kept tokens therefore take their original (t, h, w), text after a video continues from the
 unpruned maximum + 1, and decoding from the prompt's maximum + 1: the positions of vcast's HF path.
+
+Each pruned video leaves its stats (grid, budgets, the bit-packed kept mask) under the key the
+lmms-eval plugin put in its metadata, which the processor turns into a per-video field that
+reaches ``embed_multimodal`` (:mod:`vcast.vllm.kept`); ``vcast_drain_stats`` hands them over.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from vcast.vllm import VLLM_VERSION, check_vllm_version
+from vcast.vllm.kept import NO_KEY, VIDEO_KEY, pack_keep_mask
 from vcast.vllm.positions import recompute_positions, relump
 from vcast.vllm.settings import VCastSettings, kept_count, select_video, settings_from_config
 
@@ -54,6 +59,7 @@ from vllm.model_executor.models.qwen3_vl_moe import (  # noqa: E402
     Qwen3VLMoeProcessingInfo,
 )
 from vllm.multimodal import MULTIMODAL_REGISTRY  # noqa: E402
+from vllm.multimodal.inputs import MultiModalFieldConfig  # noqa: E402
 from vllm.multimodal.processing import PromptReplacement, PromptUpdateDetails  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -80,10 +86,15 @@ class _CountMixin:
         return [kept_count(settings, int(t), (int(h) // merge, int(w) // merge)) for t, h, w in rows]
 
     def _apply_hf_processor_main(self, mm_items: Any, hf_kwargs: Mapping[str, object]) -> Any:
+        videos = mm_items.get("video") if hasattr(mm_items, "get") else None
+        keys = [_video_key(item) for item in videos.get_all()] if videos else []
         processed = super()._apply_hf_processor_main(mm_items, hf_kwargs)  # type: ignore[misc]
         grids = processed.get("video_grid_thw") if hasattr(processed, "get") else None
         if grids is None or len(grids) == 0:
             return processed
+        if len(keys) != len(grids):
+            raise ValueError(f"{len(keys)} video(s) in, {len(grids)} video grid(s) out of the processor")
+        processed[VIDEO_KEY] = torch.tensor(keys, dtype=torch.long)  # [videos]
         video_token_id = self.info.get_hf_config().video_token_id
         input_ids = processed["input_ids"]
         as_tensor = isinstance(input_ids, torch.Tensor)
@@ -93,6 +104,20 @@ class _CountMixin:
         fixed = [relump(rows[0], video_token_id, self._vcast_counts(grids))]
         processed["input_ids"] = torch.tensor(fixed, dtype=input_ids.dtype) if as_tensor else fixed
         return processed
+
+    def _get_hf_mm_inputs(self, mm_items: Any, hf_kwargs: Mapping[str, object]) -> Any:
+        """vLLM's, with each video's key taken out of its metadata (transformers' ``VideoMetadata``
+        takes no other keys); :meth:`_apply_hf_processor_main` returns it as a field."""
+        hf_data, hf_kwargs, passthrough = super()._get_hf_mm_inputs(mm_items, hf_kwargs)  # type: ignore[misc]
+        if hf_data.get("videos"):
+            hf_data = {**hf_data, "videos": [_without_key(item) for item in hf_data["videos"]]}
+        return hf_data, hf_kwargs, passthrough
+
+    def _get_mm_fields_config(self, hf_inputs: Any, hf_processor_mm_kwargs: Mapping[str, object]) -> Mapping[str, Any]:
+        """vLLM's fields plus each video's key (one int per video, kept on the CPU)."""
+        fields = dict(super()._get_mm_fields_config(hf_inputs, hf_processor_mm_kwargs))  # type: ignore[misc]
+        fields[VIDEO_KEY] = MultiModalFieldConfig.batched("video", keep_on_cpu=True)
+        return fields
 
     def _get_prompt_updates(self, mm_items: Any, hf_processor_mm_kwargs: Mapping[str, Any],
                             out_mm_kwargs: Any) -> Sequence[Any]:
@@ -114,7 +139,21 @@ class _CountMixin:
 
 
 class VCastQwen3VLProcessor(_CountMixin, Qwen3VLMultiModalProcessor):
-    """vLLM's Qwen3-VL processor with the plugin's kept count in each video's placeholders."""
+    """vLLM's Qwen3-VL processor with the plugin's kept count in each video's placeholders, and each
+    video's :data:`vcast.vllm.kept.VIDEO_KEY` moved from its metadata into a multimodal field."""
+
+
+def _video_key(item: Any) -> int:
+    """The :data:`VIDEO_KEY` in a ``(frames, metadata)`` video item's metadata, or :data:`NO_KEY`."""
+    metadata = item[1] if isinstance(item, tuple) and len(item) == 2 else None
+    return int(metadata.get(VIDEO_KEY, NO_KEY)) if isinstance(metadata, Mapping) else NO_KEY
+
+
+def _without_key(item: Any) -> Any:
+    """A ``(frames, metadata)`` video item without :data:`VIDEO_KEY` in its metadata (a copy)."""
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Mapping) and VIDEO_KEY in item[1]:
+        return item[0], {k: v for k, v in item[1].items() if k != VIDEO_KEY}
+    return item
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,9 +186,11 @@ class _VCastPruning:
         # Off by default; set through LLM.apply_model to keep each video's kept indices (tests, debugging).
         self.vcast_record = False
         self.vcast_records: list[dict[str, Any]] = []
-        # Per pruned video: total and kept tokens, selection seconds (drained by the lmms-eval plugin;
-        # bounded, so a server that never drains it does not grow).
+        # Per pruned video (drained by the lmms-eval plugin; bounded, so a server that never drains it
+        # does not grow past ~_MAX_STATS bit-packed masks): see vcast_drain_stats.
         self.vcast_stats: deque[dict[str, Any]] = deque(maxlen=_MAX_STATS)
+        # The keys of the videos of the embed_multimodal call in progress (vcast.vllm.kept).
+        self._vcast_keys: list[int] = []
         logger.info("V-CAST vLLM plugin: method=%s ratio=%s params=%s", self.vcast_settings.method,
                     self.vcast_settings.ratio, dict(self.vcast_settings.params))
 
@@ -159,6 +200,7 @@ class _VCastPruning:
         channel (main and DeepStack) gathered with it, then vLLM's own final layout and positions."""
         grid_thw = video_input["video_grid_thw"].tolist()
         merge = self.visual.spatial_merge_size
+        keys = self._vcast_keys if len(self._vcast_keys) == len(grid_thw) else [NO_KEY] * len(grid_thw)
         out = []
         for video_idx, (embeds, (t, h, w)) in enumerate(zip(video_embeds_split, grid_thw)):
             grid = (h // merge, w // merge)
@@ -171,21 +213,39 @@ class _VCastPruning:
             if int(mask.sum()) != expected:
                 raise RuntimeError(f"{self.vcast_settings.method} kept {int(mask.sum())} tokens of a {t}x{grid} video "
                                    f"but the prompt holds {expected} placeholders")
-            self.vcast_stats.append({"total": int(mask.numel()), "kept": expected, "selection_s": seconds})
+            budgets = selection.budgets.tolist()
+            self.vcast_stats.append({"key": keys[video_idx], "grid_thw": (t, h, w), "total": int(mask.numel()),
+                                     "kept": expected, "selection_s": seconds, "budgets": budgets,
+                                     "mask": pack_keep_mask(mask)})
             if self.vcast_record:
                 self.vcast_records.append({"grid_thw": (t, h, w), "keep": selection.keep.cpu(),
                                            "frames": frames.detach().float().cpu()})
             out.append(self._create_final_video_embeddings(
                 video_embeddings=embeds[mask],
-                num_tokens_per_frame=selection.budgets.tolist(),
+                num_tokens_per_frame=budgets,
                 timestamps=video_input.timestamps[video_idx],
                 video_grid_thw=[t, h, w],
                 retention_mask=mask,
             ))
         return tuple(out)
 
+    def embed_multimodal(self, **kwargs: object) -> Any:
+        """vLLM's, with the videos' keys (:data:`VIDEO_KEY`, a ``[videos]`` tensor that the
+        processor made a field) set aside for :meth:`_postprocess_video_embeds_evs`."""
+        keys = kwargs.pop(VIDEO_KEY, None)
+        self._vcast_keys = [] if keys is None else [int(k) for k in torch.as_tensor(keys).reshape(-1).tolist()]
+        try:
+            return super().embed_multimodal(**kwargs)  # type: ignore[misc]
+        finally:
+            self._vcast_keys = []
+
     def vcast_drain_stats(self) -> list[dict[str, Any]]:
-        """The per-video stats since the last call (and forget them)."""
+        """The per-video stats since the last call (and forget them), in encoding order, one dict per
+        encoded video: ``key`` (the plugin's :data:`VIDEO_KEY`, :data:`NO_KEY` without one),
+        ``grid_thw`` ``(t, h, w)`` (temporal and 16 px patches), ``total`` and ``kept`` tokens,
+        ``selection_s``, ``budgets`` (kept per temporal step, ``[t]``) and ``mask`` (uint8
+        ``[ceil(t * h * w / merge**2 / 8)]``: the kept mask over ``[t, h / merge, w / merge]``,
+        bit-packed by :func:`vcast.vllm.kept.pack_keep_mask`)."""
         stats = list(self.vcast_stats)
         self.vcast_stats.clear()
         return stats

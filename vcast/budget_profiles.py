@@ -1,15 +1,17 @@
 """Token budgets per frame (LLaVA-OneVision) or per temporal patch of 2 frames (Qwen3-VL) of
-V-CAST's temporal allocations, on a model's real visual tokens.
+V-CAST's temporal allocations, on a model's real visual tokens of a video of one's own.
 
-The paper's budget-profile figure (fig:temporal_allocation) shows how each temporal strategy
-spreads the same total budget over the frames of one video; a point is one ``T`` step of the
-tokens (:func:`step_name` says which). The tokens here are exactly the ones
-the pruning hooks hand to :func:`vcast.select`: the vision encoder's pooled output (Qwen3-VL:
-after the 2x2 merger; LLaVA-OneVision: after projection and 2x2 bilinear pooling, the trailing
-image-newline excluded), read and resized as the lmms-eval plugins do.
+The report draws its budget figures from what the evaluated cells recorded
+(:mod:`vcast.report.recorded_budgets`); this module is the library side, for any video: it reads
+the video as the lmms-eval plugins do and runs the vision encoder, so the tokens are exactly the
+ones the pruning hooks hand to :func:`vcast.select` (Qwen3-VL: after the 2x2 merger;
+LLaVA-OneVision: after projection and 2x2 bilinear pooling, the trailing image-newline excluded).
+A point is one ``T`` step of the tokens (:func:`step_name` says which).
 
     tokens = video_tokens("Qwen/Qwen3-VL-8B-Instruct", "clip.mp4", frames=32)   # [T, P, D]
     profiles = budget_profiles(tokens, ratio=0.25)                             # name -> [T]
+    panels, group = video_profiles("Qwen/Qwen3-VL-8B-Instruct", ["a.mp4", "b.mp4"], frames=32, ratio=0.25)
+    vcast.report.figures.plot_budget_profiles(panels, "budgets", ratio=0.25, frames_per_step=group)
 """
 
 from __future__ import annotations
@@ -214,3 +216,21 @@ def budget_profiles(tokens: torch.Tensor, ratio: float,
         selection = vcast.select(tokens, ratio, "vcast", temporal=name)
         profiles[name] = selection.budgets.cpu().numpy().astype(np.int64)
     return profiles
+
+
+def video_profiles(model_dir: PathLike, videos: Sequence[PathLike], *, frames: int, ratio: float,
+                   max_pixels: Optional[int] = None, min_pixels: Optional[int] = None,
+                   device: Union[str, torch.device] = "cpu") -> tuple[list[tuple[str, dict[str, np.ndarray]]], int]:
+    """``(panels, frames per step)`` for several videos with the model loaded once: one panel per
+    video, titled with its grid spelt out (``clip.mp4: 8 temporal patches × 16 tokens``, see
+    :func:`panel_title`), ``{allocation: budgets [T]}`` each (:func:`budget_profiles`); draw them
+    with :func:`vcast.report.figures.plot_budget_profiles`."""
+    if not videos:
+        raise ValueError("video_profiles: no videos given")
+    reader = VideoTokenReader.load(model_dir, device=device)
+    panels = []
+    for video in videos:
+        tokens = reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)
+        title = panel_title(Path(video).name, int(tokens.shape[0]), int(tokens.shape[1]), reader.frames_per_step)
+        panels.append((title, budget_profiles(tokens, ratio)))
+    return panels, reader.frames_per_step

@@ -1,0 +1,199 @@
+"""HTML pieces of the results site (:mod:`vcast.report.site`): the page frame, tables, the style sheet.
+
+Every text that comes from a results tree goes through :func:`esc` (``html.escape`` with quotes),
+so a method called ``<b>`` or a question with ``&`` prints as written. Pages link one style sheet,
+``style.css`` at the site's root, and nothing outside the site: no fonts, scripts or images from
+the network, so a copy of the folder opens from disk (``file://``) anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+STYLE = "style.css"
+
+CSS = """\
+:root { --fg: #1d2125; --muted: #5f6b76; --line: #d5dade; --head: #f1f3f5; --ok: #1f7a3d; --bad: #b3261e;
+        --warn: #9a6700; --link: #0b5cad; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
+       margin: 0 auto; padding: 1rem 1.5rem 3rem; max-width: 1400px; }
+a { color: var(--link); }
+nav.crumbs { font-size: 13px; color: var(--muted); margin-bottom: .5rem; }
+h1 { font-size: 1.5rem; margin: .3rem 0 1rem; }
+h2 { font-size: 1.2rem; margin: 2rem 0 .6rem; border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
+h3 { font-size: 1.05rem; margin: 1.3rem 0 .4rem; }
+p.note, .muted { color: var(--muted); }
+div.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; margin: .4rem 0 1rem; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; vertical-align: top; }
+th { background: var(--head); text-align: left; position: sticky; top: 0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.kv th { position: static; width: 16rem; }
+pre { background: var(--head); padding: .6rem .8rem; overflow-x: auto; font-size: 12px; white-space: pre-wrap; }
+figure { margin: .5rem 0 1.5rem; }
+figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figcaption { font-size: 13px; color: var(--muted); }
+.state { font-weight: 600; }
+.state-done { color: var(--ok); }
+.state-partial { color: var(--warn); }
+.state-failed, .state-missing { color: var(--bad); }
+.state-running { color: var(--link); }
+.right { color: var(--ok); font-weight: 600; }
+.wrong { color: var(--bad); font-weight: 600; }
+input.filter { font: inherit; padding: 3px 6px; width: 20rem; margin: .3rem 0; }
+svg.curve { border: 1px solid var(--line); background: #fff; }
+ul.legend { list-style: none; padding: 0; margin: .2rem 0; font-size: 12px; }
+ul.legend li { display: inline-block; margin-right: 1rem; }
+ul.legend span.swatch { display: inline-block; width: 1.5rem; height: 3px; vertical-align: middle;
+                         margin-right: .3rem; }
+"""
+
+# Distinct line colours of the budget curves (matplotlib's tab10), assigned in row order.
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
+
+# A tiny filter for long tables (the item list): rows whose text lacks the typed words are hidden.
+FILTER_JS = """\
+<script>
+document.querySelectorAll("input.filter").forEach(function (box) {
+  var table = document.getElementById(box.getAttribute("data-table"));
+  box.addEventListener("input", function () {
+    var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    table.querySelectorAll("tbody tr").forEach(function (row) {
+      var text = row.textContent.toLowerCase();
+      row.hidden = !words.every(function (w) { return text.indexOf(w) >= 0; });
+    });
+  });
+});
+</script>
+"""
+
+
+def esc(value: Any) -> str:
+    """``value`` as HTML text (``html.escape``, quotes included); None prints empty."""
+    return "" if value is None else html.escape(str(value), quote=True)
+
+
+def href(from_page: str, to: str) -> str:
+    """The relative URL from the page ``from_page`` to the site file ``to`` (both relative to the
+    site's root, ``/``-separated), percent-free: site file names are plain (:func:`slug`)."""
+    start = os.path.dirname(from_page) or "."
+    return Path(os.path.relpath(to, start)).as_posix()
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of ``text``: letters, digits, ``.``, ``_`` and ``-`` kept, the rest ``_``."""
+    out = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in str(text))
+    return out.strip(".") or "_"
+
+
+def page(rel: str, title: str, body: str, crumbs: Sequence[tuple[str, Optional[str]]] = (),
+         script: str = "") -> str:
+    """A whole page at site path ``rel``: its title, the breadcrumb trail ``[(text, site path or
+    None), ...]`` and ``body`` (HTML)."""
+    trail = " › ".join(f'<a href="{esc(href(rel, target))}">{esc(text)}</a>' if target else esc(text)
+                       for text, target in crumbs)
+    nav = f'<nav class="crumbs">{trail}</nav>\n' if trail else ""
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<link rel=\"stylesheet\" href=\"{esc(href(rel, STYLE))}\">\n"
+            f"</head>\n<body>\n{nav}<h1>{esc(title)}</h1>\n{body}{script}</body>\n</html>\n")
+
+
+def is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def read_csv_rows(path: Path) -> list[list[str]]:
+    """Every row of a CSV file as written (header first)."""
+    with Path(path).open(encoding="utf-8", newline="") as handle:
+        return [row for row in csv.reader(handle)]
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, raw: bool = False, table_id: str = "",
+          css: str = "", data: Optional[Mapping[str, str]] = None) -> str:
+    """An HTML table; cells are escaped text unless ``raw`` (then they are HTML already)."""
+    cell = (lambda text: text) if raw else esc
+    attributes = (f' id="{esc(table_id)}"' if table_id else "") + (f' class="{esc(css)}"' if css else "")
+    attributes += "".join(f' data-{esc(key)}="{esc(value)}"' for key, value in (data or {}).items())
+    lines = [f"<div class=\"scroll\"><table{attributes}>", "<thead><tr>" + "".join(
+        f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
+    for row in rows:
+        lines.append("<tr>" + "".join(
+            f"<td class=\"num\">{cell(v)}</td>" if not raw and is_number(str(v)) else f"<td>{cell(v)}</td>"
+            for v in row) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines) + "\n"
+
+
+def csv_table(path: Path, name: str) -> str:
+    """The CSV file's cells verbatim as an HTML table (the header row as ``th``), tagged with
+    ``data-csv="<name>"`` so a reader can find which file it shows."""
+    rows = read_csv_rows(path)
+    if not rows:
+        return f"<p class=\"note\">{esc(name)} is empty.</p>\n"
+    width = max(len(row) for row in rows)
+    header = rows[0] + [""] * (width - len(rows[0]))
+    return table(header, [row + [""] * (width - len(row)) for row in rows[1:]], css="csv", data={"csv": name})
+
+
+def key_values(pairs: Iterable[tuple[str, Any]]) -> str:
+    """A two-column table of names and values (dicts and lists as compact JSON)."""
+    rows = []
+    for key, value in pairs:
+        text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+        rows.append(f"<tr><th>{esc(key)}</th><td>{esc('' if text is None else text)}</td></tr>")
+    return "<table class=\"kv\">\n" + "\n".join(rows) + "\n</table>\n"
+
+
+def state_span(state: str, text: str) -> str:
+    """``text`` coloured by the cell state (done, partial, failed, missing, running)."""
+    return f'<span class="state state-{esc(state)}">{esc(text)}</span>'
+
+
+def budget_svg(curves: Sequence[tuple[str, Sequence[int]]], per_step: Optional[int] = None,
+               width: int = 560, height: int = 180) -> str:
+    """An inline SVG line chart of tokens kept per temporal step, one polyline per ``(label,
+    budgets)``, and its legend; empty when there is no curve."""
+    curves = [(label, list(values)) for label, values in curves if len(values)]
+    if not curves:
+        return ""
+    steps = max(len(values) for _, values in curves)
+    top = max([per_step or 0, *(max(values) for _, values in curves)]) or 1
+    left, right, bottom, up = 40, 10, 26, 8
+    plot_w, plot_h = width - left - right, height - bottom - up
+
+    def x(step: int) -> float:
+        return left + (plot_w * step / (steps - 1) if steps > 1 else plot_w / 2)
+
+    def y(value: float) -> float:
+        return up + plot_h * (1 - value / top)
+
+    parts = [f'<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="tokens kept per temporal step">',
+             f'<line x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}" stroke="#888"/>',
+             f'<line x1="{left}" y1="{up}" x2="{left}" y2="{y(0):.1f}" stroke="#888"/>',
+             f'<text x="{left - 4}" y="{up + 9}" font-size="10" text-anchor="end">{top}</text>',
+             f'<text x="{left - 4}" y="{y(0):.1f}" font-size="10" text-anchor="end">0</text>',
+             f'<text x="{left}" y="{height - 6}" font-size="10">step 0</text>',
+             f'<text x="{width - right}" y="{height - 6}" font-size="10" text-anchor="end">step {steps - 1}</text>']
+    legend = []
+    for index, (label, values) in enumerate(curves):
+        color = COLORS[index % len(COLORS)]
+        points = " ".join(f"{x(step):.1f},{y(value):.1f}" for step, value in enumerate(values))
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{points}">'
+                     f"<title>{esc(label)}: {esc(', '.join(str(v) for v in values))}</title></polyline>")
+        legend.append(f'<li><span class="swatch" style="background:{color}"></span>{esc(label)}</li>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n<ul class=\"legend\">" + "".join(legend) + "</ul>\n"
+

@@ -1,0 +1,239 @@
+"""The item browser of the results site: per task item, every method's answer side by side, the
+frames the model read and, where the cells recorded them, the kept tokens over those frames.
+
+* Answers: each finished cell's lmms-eval samples (``*_samples_<lmms task>.jsonl``): the prompt the
+  model got (``input``), the right answer (``target``), the raw reply (``filtered_resps``) and the
+  parsed answer and correctness as the report reads them (:func:`vcast.report.per_sample.read_items`).
+* Frames: the item's video from the task's own documents and ``doc_to_visual``
+  (:mod:`vcast.report.task_docs`: the task as lmms-eval loads it, with vcast's task folder and the
+  cell's ``include_paths``; a task that cannot be loaded shows no frames, and says why), read as
+  the plugin reads it
+  (:func:`vcast.eval.video.read_qwen_video` / :func:`~vcast.eval.video.read_llava_video`).
+* Kept tokens: a cell's ``kept/rank*.jsonl`` (:func:`vcast.kept_records.read_records`): one image
+  per method, the step frames with the dropped tokens dimmed (:func:`vcast.viz.record_frames`),
+  and the per-step budget curve.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from vcast.atomic_files import atomic_write_bytes
+from vcast.report.per_sample import SAMPLES_NAME, read_items
+from vcast.report.scoring import MalformedCell, TaskScoring, read_samples
+from vcast.report.task_docs import item_visuals, load_task
+from vcast.viz import default_steps, record_frames
+
+logger = logging.getLogger(__name__)
+
+MAX_TILES = 32        # frames shown in one strip (evenly chosen when the model read more)
+MAX_STEPS = 16        # temporal steps shown in one kept map
+TILE_HEIGHT = 96      # pixels; larger frames are scaled down (never up)
+GAP = 2               # pixels between tiles
+
+
+@dataclass
+class SiteCell:
+    """One cell of an experiment as the site shows it."""
+
+    path: Path                        # the cell folder
+    rel: str                          # relative to its experiment folder, '/'-separated
+    status: str                       # vcast.sweep.status.cell_status
+    state: str                        # done | partial | failed | missing | running
+    record: Optional[dict[str, Any]]  # cell.json, None when there is none
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return (self.record or {}).get("spec") or {}
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "partial")
+
+
+@dataclass
+class Answer:
+    """One cell's answer to one item."""
+
+    cell: str           # SiteCell.rel
+    label: str          # "V-CAST (r=0.25, 32f)"
+    answer: str         # the parsed answer ("" when none parsed)
+    reply: str          # the raw reply
+    correct: Optional[bool]
+
+
+@dataclass
+class Item:
+    """One question of a task and every cell's answer."""
+
+    task: str           # the sweep's task config (vcast_synth)
+    lmms_task: str
+    doc_id: str
+    question: str = ""  # the prompt the model was given
+    target: str = ""
+    answers: list[Answer] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.lmms_task} #{self.doc_id}"
+
+
+def _doc_number(doc_id: str) -> tuple[int, float, str]:
+    try:
+        return 0, float(doc_id), doc_id
+    except ValueError:
+        return 1, 0.0, doc_id
+
+
+def _reply(record: dict[str, Any]) -> str:
+    reply = record.get("filtered_resps")
+    while isinstance(reply, list) and reply:
+        reply = reply[0]
+    return "" if reply is None or isinstance(reply, list) else str(reply)
+
+
+def _question(record: dict[str, Any]) -> str:
+    text = record.get("input")
+    if isinstance(text, str):
+        return text
+    arguments = record.get("arguments")  # older lmms-eval: the request's arguments, context first
+    while isinstance(arguments, (list, dict)) and arguments:
+        arguments = arguments[0] if isinstance(arguments, list) else next(iter(arguments.values()))
+    return arguments if isinstance(arguments, str) else ""
+
+
+def read_answers(cells: Sequence[tuple[SiteCell, str]], scorings: dict[str, TaskScoring]
+                 ) -> tuple[dict[str, list[Item]], list[str]]:
+    """``({task: items sorted by (lmms task, doc id)}, problems)`` of the finished ``(cell, label)``
+    pairs, each item holding the answers in the order of ``cells``."""
+    items: dict[tuple[str, str, str], Item] = {}
+    problems: list[str] = []
+    for cell, label in cells:
+        spec = cell.spec
+        task = str(spec.get("task", ""))
+        try:
+            if task not in scorings:
+                raise MalformedCell(f"task {task!r} has no config in configs/task")
+            paths = [cell.path / name for name in (cell.record or {}).get("samples_files") or []]
+            if not paths:
+                raise MalformedCell("no samples files (lmms-eval ran without --log_samples?)")
+            parsed = read_items(paths, scorings[task])
+            verdict = {(row.lmms_task, row.doc_id): (row.answer, bool(row.correct))
+                       for row in parsed.itertuples(index=False)}
+            for path in sorted(paths):
+                match = SAMPLES_NAME.search(path.name)
+                lmms_task = match.group("task") if match else path.stem
+                for record in read_samples([path]):
+                    doc_id = str(record.get("doc_id"))
+                    item = items.setdefault((task, lmms_task, doc_id), Item(task, lmms_task, doc_id))
+                    item.question = item.question or _question(record)
+                    item.target = item.target or str(record.get("target", "") or "")
+                    answer, correct = verdict.get((lmms_task, doc_id), ("", None))
+                    item.answers.append(Answer(cell.rel, label, answer, _reply(record), correct))
+        except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
+            problems.append(f"{cell.rel}: answers not read: {error}")
+            logger.warning("item browser skips %s: %s", cell.rel, error)
+    by_task: dict[str, list[Item]] = {}
+    for key in sorted(items, key=lambda k: (k[0], k[1], _doc_number(k[2]))):
+        by_task.setdefault(key[0], []).append(items[key])
+    return by_task, problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The task's documents and videos
+# ---------------------------------------------------------------------------------------------
+
+class TaskDocs:
+    """One lmms-eval task's ``doc_to_visual`` (:mod:`vcast.report.task_docs`: the task loaded as
+    lmms-eval loads it, with vcast's task folder and the cell's ``include_paths``); ``reason`` says
+    why not where the task cannot be loaded (a Hugging Face dataset offline, say)."""
+
+    def __init__(self, lmms_task: str, include_paths: Sequence[str] = ()) -> None:
+        self.lmms_task = lmms_task
+        self.include_paths = tuple(str(p) for p in include_paths)
+        self.reason = ""
+        try:
+            load_task(lmms_task, self.include_paths)
+        except Exception as error:  # noqa: BLE001 - lmms-eval and datasets raise many kinds; the page says which
+            self.reason = f"task {lmms_task!r} could not be loaded: {type(error).__name__}: {error}"
+
+    def videos(self, doc_id: str) -> tuple[list[Path], str]:
+        """(the item's video files, why none when empty)."""
+        if self.reason:
+            return [], self.reason
+        try:
+            visuals = item_visuals(self.lmms_task, doc_id, self.include_paths)
+        except (OSError, ValueError, KeyError, IndexError) as error:
+            return [], f"doc_to_visual: {error}"
+        paths = [Path(v) for v in visuals if isinstance(v, (str, Path))]
+        return paths, "" if paths else "doc_to_visual gave no video path"
+
+
+# ---------------------------------------------------------------------------------------------
+# Images
+# ---------------------------------------------------------------------------------------------
+
+def _read_frames(video: Path, frames: int, plugin: str) -> tuple[np.ndarray, list[int]]:
+    from vcast.eval.video import read_llava_video, read_qwen_video
+
+    read = read_llava_video if "llava" in plugin else read_qwen_video
+    decoded = read(str(video), frames)
+    return np.asarray(decoded.frames), [int(i) for i in decoded.indices]
+
+
+def evenly(count: int, most: int) -> list[int]:
+    """Up to ``most`` evenly spaced positions of ``count``, first and last included."""
+    if count <= most:
+        return list(range(count))
+    return sorted({int(round(x)) for x in np.linspace(0, count - 1, most)})
+
+
+def strip_png(frames: np.ndarray, per_row: int = 8) -> bytes:
+    """uint8 ``[N, H, W, 3]`` frames laid out left to right, ``per_row`` a row, as PNG bytes
+    (scaled to :data:`TILE_HEIGHT` pixels high when taller)."""
+    from PIL import Image
+
+    frames = np.asarray(frames, dtype=np.uint8)
+    count, height, width = frames.shape[:3]
+    if height > TILE_HEIGHT:
+        size = (max(1, round(width * TILE_HEIGHT / height)), TILE_HEIGHT)
+        frames = np.stack([np.asarray(Image.fromarray(f).resize(size, Image.BILINEAR)) for f in frames])
+        height, width = frames.shape[1:3]
+    columns = min(per_row, count)
+    rows = -(-count // columns)
+    sheet = np.full((rows * height + (rows - 1) * GAP, columns * width + (columns - 1) * GAP, 3), 255, np.uint8)
+    for index, frame in enumerate(frames):
+        r, c = divmod(index, columns)
+        sheet[r * (height + GAP):r * (height + GAP) + height, c * (width + GAP):c * (width + GAP) + width] = frame
+    out = io.BytesIO()
+    Image.fromarray(sheet).save(out, format="PNG", optimize=False)
+    return out.getvalue()
+
+
+def write_frames_strip(path: Path, video: Path, frames: int, plugin: str) -> str:
+    """The frames the plugin reads from ``video`` at ``frames`` (at most :data:`MAX_TILES`), as
+    a PNG at ``path`` (atomically); returns the caption."""
+    decoded, indices = _read_frames(video, frames, plugin)
+    shown = evenly(len(indices), MAX_TILES)
+    atomic_write_bytes(path, strip_png(decoded[shown]))
+    picked = "" if len(shown) == len(indices) else f"{len(shown)} of them shown, "
+    return (f"the {len(indices)} frames the model read ({picked}video frames "
+            f"{', '.join(str(indices[i]) for i in shown)})")
+
+
+def write_kept_map(path: Path, video: Path, record: Any) -> None:
+    """One method's kept tokens on ``video``: the first frame of each temporal step (at most
+    :data:`MAX_STEPS`, evenly chosen) with the dropped tokens' cells dimmed, drawn by
+    :func:`vcast.viz.record_frames` from the record's own frames, grid and frames per step,
+    laid out left to right as a PNG at ``path`` (atomically)."""
+    from vcast.eval.video import open_video
+
+    frames = open_video(str(video)).read([int(i) for i in record.frame_indices])
+    shown = record_frames(record, frames)  # [T, H, W, 3]: the given frames with dropped cells dimmed
+    atomic_write_bytes(path, strip_png(shown[default_steps(len(shown), MAX_STEPS)]))
