@@ -43,11 +43,11 @@ setup: $(STAMP)
 # installed or started).
 system-deps: $(SLURM_STAMP) $(CHROMIUM_STAMP)
 
-$(SLURM_STAMP): scripts/install_slurm.sh | $(STAMP)
+$(SLURM_STAMP): scripts/install_slurm.sh scripts/apt_best_effort.sh | $(STAMP)
 	bash scripts/install_slurm.sh
 	touch $(SLURM_STAMP)
 
-$(CHROMIUM_STAMP): scripts/install_chromium.sh | $(STAMP)
+$(CHROMIUM_STAMP): scripts/install_chromium.sh scripts/apt_best_effort.sh | $(STAMP)
 	bash scripts/install_chromium.sh
 	touch $(CHROMIUM_STAMP)
 

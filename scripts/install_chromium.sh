@@ -15,32 +15,11 @@ if have_all; then
     exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install_chromium.sh: Chromium not installed: not root (run as root, or: sudo apt-get install chromium chromium-driver); the browser test will skip"
-    exit 0
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_chromium.sh: Chromium not installed: apt-get not available (install chromium and its chromedriver by hand); the browser test will skip"
-    exit 0
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-LOG=$(mktemp)
-ok=1
-if ! apt-get update -qq >"$LOG" 2>&1; then
-    ok=0
-elif ! apt-get install -y -qq --no-install-recommends chromium chromium-driver >>"$LOG" 2>&1; then
-    ok=0
-fi
-if [ "$ok" = 0 ]; then
-    echo "install_chromium.sh: Chromium not installed: apt-get failed; the browser test will skip. Last lines:"
-    tail -n 20 "$LOG" | sed 's/^/  /'
-    rm -f "$LOG"
-    exit 0
-fi
-# Show warnings/errors but not the usual progress chatter.
-grep -E '^(E:|W:)' "$LOG" || true
-rm -f "$LOG"
+SCRIPT=install_chromium.sh; WHAT=Chromium; SKIPS="the browser test will skip"
+# shellcheck source=scripts/apt_best_effort.sh
+. "$(dirname "$0")/apt_best_effort.sh"
+apt_possible "chromium chromium-driver" || exit 0
+apt_install chromium chromium-driver || exit 0
 
 if have_all; then
     echo "install_chromium.sh: installed $(chromium --version 2>/dev/null || echo chromium) and $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2 || echo chromedriver)"

@@ -26,16 +26,11 @@ if have_all; then
     exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install_slurm.sh: SLURM not installed: not root (run as root, or: sudo apt-get install slurm-wlm munge); SLURM tests will skip"
-    exit 0
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_slurm.sh: SLURM not installed: apt-get not available (install slurm-wlm and munge by hand); SLURM tests will skip"
-    exit 0
-fi
+SCRIPT=install_slurm.sh; WHAT=SLURM; SKIPS="SLURM tests will skip"
+# shellcheck source=scripts/apt_best_effort.sh
+. "$(dirname "$0")/apt_best_effort.sh"
+apt_possible "slurm-wlm munge" || exit 0
 
-export DEBIAN_FRONTEND=noninteractive
 # Keep dpkg from starting the packaged daemons (no systemd here, and the test
 # cluster runs its own instances with its own config).  Only added if absent,
 # and removed again afterwards.
@@ -47,22 +42,7 @@ fi
 cleanup() { [ "$ADDED_POLICY" = 1 ] && rm -f "$POLICY"; }
 trap cleanup EXIT
 
-LOG=$(mktemp)
-ok=1
-if ! apt-get update -qq >"$LOG" 2>&1; then
-    ok=0
-elif ! apt-get install -y -qq --no-install-recommends slurm-wlm munge >>"$LOG" 2>&1; then
-    ok=0
-fi
-if [ "$ok" = 0 ]; then
-    echo "install_slurm.sh: SLURM not installed: apt-get failed; SLURM tests will skip. Last lines:"
-    tail -n 20 "$LOG" | sed 's/^/  /'
-    rm -f "$LOG"
-    exit 0
-fi
-# Show warnings/errors but not the usual progress chatter.
-grep -E '^(E:|W:)' "$LOG" || true
-rm -f "$LOG"
+apt_install slurm-wlm munge || exit 0
 
 if have_all; then
     echo "install_slurm.sh: installed $(slurmd -V 2>/dev/null || echo slurm) and $(munged --version 2>/dev/null | head -n1 || echo munge)"

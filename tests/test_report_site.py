@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from vcast.report.__main__ import main
-from vcast.report.site import MANIFEST, build_site, find_experiments, paper_rows, render_experiment
 from vcast.report.paper import SHIPPED, PaperTables
+from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
+from vcast.report.site_writer import MANIFEST
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "results" / "site-screenshots"  # ignored by git (results/*)

@@ -35,10 +35,9 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import vcast.viz
-from vcast.atomic_files import atomic_write_bytes, atomic_write_text
 from vcast.kept_records import read_records
 from vcast.report import site_html as H
 from vcast.report.collect import collect
@@ -48,6 +47,7 @@ from vcast.report.names import method_name
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.products import Product, TableOutput, find_product
 from vcast.report.scoring import load_task_scorings
+from vcast.report.site_writer import SiteWriter
 from vcast.report.site_items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, \
     write_kept_map
 from vcast.report.tables import build_table
@@ -56,111 +56,14 @@ from vcast.sweep.status import cell_dirs, cell_status, planned_cells
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = ".site-manifest.json"
 DEFAULT_ROOT = Path("results")
 LOG_TAIL = 40  # lines of run.log on a cell page
 REPORT_SUFFIXES = (".csv", ".png", ".pdf")
 SIBLINGS = (".md", ".tex")
 # Renders change with this code: its own source is part of every fingerprint.
-_SOURCES = [Path(__file__), Path(H.__file__), Path(__file__).with_name("site_items.py")]
+_SOURCES = [Path(__file__), Path(H.__file__),
+            *(Path(__file__).with_name(f"{name}.py") for name in ("site_items", "site_writer"))]
 VERSION = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES)).hexdigest()[:16]
-
-
-# ---------------------------------------------------------------------------------------------
-# Incremental, atomic output
-# ---------------------------------------------------------------------------------------------
-
-def _stat(path: Path) -> list[Any]:
-    try:
-        st = Path(path).stat()
-    except OSError:
-        return [str(path), None, None]
-    return [str(path), st.st_size, st.st_mtime_ns]
-
-
-class SiteWriter:
-    """Writes the site's files, each only when its fingerprint (inputs' size and mtime, the data
-    shown, this code's version) differs from the manifest's or the file was changed since."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = Path(out)
-        self.previous = self._read_manifest()
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.written: list[str] = []
-        self.unchanged: list[str] = []
-        self.removed: list[str] = []
-
-    def _read_manifest(self) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        files = data.get("files") if isinstance(data, dict) else None
-        return files if isinstance(files, dict) else {}  # another version's: its fingerprints differ, its files go
-
-    @staticmethod
-    def fingerprint(inputs: Sequence[Path], key: Any) -> str:
-        text = json.dumps({"version": VERSION, "key": key, "inputs": [_stat(p) for p in inputs]}, sort_keys=True,
-                          default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    def _current(self, rel: str, fingerprint: str) -> Optional[dict[str, Any]]:
-        """The manifest entry of ``rel`` when the file on disk is what that build wrote for
-        this fingerprint, else None."""
-        entry = self.previous.get(rel)
-        if not entry or entry.get("fingerprint") != fingerprint:
-            return None
-        _, size, mtime = _stat(self.out / rel)
-        return entry if (size, mtime) == (entry.get("size"), entry.get("mtime_ns")) else None
-
-    def _record(self, rel: str, fingerprint: str, changed: bool, note: str = "") -> None:
-        _, size, mtime = _stat(self.out / rel)
-        self.entries[rel] = {"fingerprint": fingerprint, "size": size, "mtime_ns": mtime, "note": note}
-        (self.written if changed else self.unchanged).append(rel)
-
-    def produce(self, rel: str, inputs: Sequence[Path], key: Any, make: Callable[[Path], Optional[str]]) -> str:
-        """Make the file ``rel`` with ``make(path)`` (which writes it atomically and may return a
-        note, kept in the manifest) unless it is current; returns the note."""
-        if rel in self.entries:
-            return str(self.entries[rel].get("note", ""))
-        fingerprint = self.fingerprint(inputs, key)
-        entry = self._current(rel, fingerprint)
-        if entry is not None:
-            self._record(rel, fingerprint, False, str(entry.get("note", "")))
-            return str(entry.get("note", ""))
-        path = self.out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        note = make(path) or ""
-        self._record(rel, fingerprint, True, note)
-        return note
-
-    def text(self, rel: str, inputs: Sequence[Path], key: Any, render: Callable[[], str]) -> None:
-        """A text file: ``render()`` (a function of ``key`` and the files ``inputs`` only)."""
-        self.produce(rel, inputs, key, lambda path: atomic_write_text(path, render()))
-
-    def copy(self, rel: str, source: Path) -> None:
-        """A copy of ``source``."""
-        self.produce(rel, [source], "copy", lambda path: atomic_write_bytes(path, Path(source).read_bytes()))
-
-    def finish(self) -> None:
-        """Delete what earlier builds wrote and this one did not (after every page that could
-        link to it was rewritten), then write the manifest (when it changed)."""
-        for rel in sorted(set(self.previous) - set(self.entries)):
-            path = self.out / rel
-            if path.is_file():
-                path.unlink()
-                self.removed.append(rel)
-            folder = path.parent
-            while folder != self.out and folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
-                folder = folder.parent
-        text = json.dumps({"version": VERSION, "files": self.entries}, indent=1, sort_keys=True) + "\n"
-        try:
-            same = (self.out / MANIFEST).read_text(encoding="utf-8") == text
-        except OSError:
-            same = False
-        if not same:
-            atomic_write_text(self.out / MANIFEST, text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -811,7 +714,7 @@ def build_site(root: Path, out: Optional[Path] = None, *, compare: Optional[str]
         raise ValueError(f"--max-items must be at least 1, got {max_items}")
     experiments = find_experiments(root, exclude=out)
     out.mkdir(parents=True, exist_ok=True)
-    writer = SiteWriter(out)
+    writer = SiteWriter(out, VERSION)
     problems: list[str] = []
     writer.text(H.STYLE, [], "style", lambda: H.CSS)
     for experiment in experiments:
