@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.shared_once import shared_once
 from vcast.kept_records import read_records
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
@@ -24,17 +25,21 @@ from vcast.report.scoring import read_samples
 METHODS = ("vanilla", "vcast", "vcast_uniform", "uniform", "visionzip", "vidcom2")
 SWEEP = f"task=vcast_synth frames=32 ratio=0.25 method={','.join(METHODS)}"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report_records")]
+pytestmark = pytest.mark.slow
 
 
-# Session scope: module scope would run the sweep again whenever xdist puts another module's test
-# between two of these on the worker.
 @pytest.fixture(scope="session")
 def tree(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``build demo --run`` on six methods: the results root, every cell with its kept records."""
-    results = tmp_path_factory.mktemp("records") / "results"
-    assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
-                 "--sweep-args", SWEEP]) == 0
+    """``build demo --run`` on six methods, once per session: the results root, every cell with its
+    kept records (read-only: tests that change it copy it first)."""
+    def build(folder: Path) -> None:
+        results = folder / "results"
+        if results.exists():  # a build cut off by an error: start again
+            shutil.rmtree(results)
+        assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
+                     "--sweep-args", SWEEP]) == 0
+
+    results = shared_once(tmp_path_factory, "records-tree", build) / "results"
     cells = {json.loads(p.read_text())["spec"]["method"]: p.parent for p in (results / "demo").rglob("cell.json")}
     assert sorted(cells) == sorted(METHODS)
     assert all(read_records(cell) for cell in cells.values())

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
+from tests.support.shared_once import shared_once
 from vcast.report.__main__ import main
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
@@ -27,19 +28,21 @@ METHODS = ("vanilla", "vcast", "random", "fastv")
 SWEEP = f"task=vcast_synth frames=8 ratio=0.25 limit=2 method={','.join(METHODS)}"
 
 pytestmark = pytest.mark.slow
-# The tests of the demo sweep share it: one xdist worker runs them, after the fixture's one sweep.
-SHARED_SWEEP = pytest.mark.xdist_group("report_site")
 
 
-# Session scope: module scope would run the sweep again whenever xdist puts another module's test
-# between two of these on the worker.
 @pytest.fixture(scope="session")
 def demo_results(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``build demo --run`` as tests/test_report_tables.py runs it (the demo model through lmms-eval,
-    2 items of the default set at 8 frames, one ratio), on four methods: the results root."""
-    results = tmp_path_factory.mktemp("site_results") / "results"
-    assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
-                 "--sweep-args", SWEEP]) == 0
+    2 items of the default set at 8 frames, one ratio), on four methods, once per session: the
+    results root (read-only: tests that change it copy it first)."""
+    def build(folder: Path) -> None:
+        results = folder / "results"
+        if results.exists():  # a build cut off by an error: start again
+            shutil.rmtree(results)
+        assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
+                     "--sweep-args", SWEEP]) == 0
+
+    results = shared_once(tmp_path_factory, "site-tree", build) / "results"
     assert sorted(p.parent.parent.parent.name for p in (results / "demo").rglob("cell.json")) == sorted(METHODS)
     return results
 
@@ -135,7 +138,6 @@ def _write_kept_records(cell: Path, method: str, seed: int) -> dict[int, np.ndar
     return masks
 
 
-@SHARED_SWEEP
 def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Path, tmp_path: Path) -> None:
     """No browser: every page's links and images resolve inside the site, each table's cells are
     its CSV's, each item lists every method's answer; a rebuild with nothing changed rewrites
@@ -238,7 +240,6 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
         p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file() and p.name != MANIFEST}
 
 
-@SHARED_SWEEP
 def test_an_interrupted_build_leaves_a_site_whose_links_resolve(demo_results: Path, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A build cut off after the cell and item pages, before the experiment page and the index
@@ -273,7 +274,6 @@ def test_an_interrupted_build_leaves_a_site_whose_links_resolve(demo_results: Pa
     _check_links(site)
 
 
-@SHARED_SWEEP
 def test_site_of_a_results_root_and_the_command_line(demo_results: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The results root itself lists its experiments; the command prints where to open the site;
@@ -384,7 +384,6 @@ _DOM_TABLES = """return Array.from(document.querySelectorAll('table[data-csv]'))
 _IMAGES = "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth]);"
 
 
-@SHARED_SWEEP
 def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) -> None:
     """Chromium opens the site from disk: the index links to the experiment, whose tables read
     from the DOM equal their CSVs and whose figures load; a cell page and an item page render

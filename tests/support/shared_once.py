@@ -1,0 +1,29 @@
+"""A result that several pytest-xdist workers need, made once per session.
+
+pytest-xdist's ``--dist loadgroup`` does not keep an ``xdist_group`` on one worker with the pytest
+of this environment (measured: a module's grouped tests ran on both workers), so a session
+fixture alone would run an expensive sweep once per worker. The workers share the base temp
+folder's parent: the first to take the lock builds, the others wait and reuse what it built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from filelock import FileLock
+
+DONE = ".built"
+
+
+def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``<shared temp>/<name>``, made by ``build(folder)`` the first time any worker asks (a build
+    that raised is tried again by the next one); read-only for the tests that share it."""
+    shared = tmp_path_factory.getbasetemp().parent
+    folder = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not (folder / DONE).is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            build(folder)
+            (folder / DONE).write_text("", encoding="utf-8")
+    return folder
