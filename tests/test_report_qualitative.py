@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support.shared_once import shared_once
+from tests.support.shared_once import shared_demo_sweep
 from vcast.kept_records import read_records
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
@@ -32,14 +32,7 @@ pytestmark = pytest.mark.slow
 def tree(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``build demo --run`` on six methods, once per session: the results root, every cell with its
     kept records (read-only: tests that change it copy it first)."""
-    def build(folder: Path) -> None:
-        results = folder / "results"
-        if results.exists():  # a build cut off by an error: start again
-            shutil.rmtree(results)
-        assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
-                     "--sweep-args", SWEEP]) == 0
-
-    results = shared_once(tmp_path_factory, "records-tree", build) / "results"
+    results = shared_demo_sweep(tmp_path_factory, "records-tree", SWEEP)
     cells = {json.loads(p.read_text())["spec"]["method"]: p.parent for p in (results / "demo").rglob("cell.json")}
     assert sorted(cells) == sorted(METHODS)
     assert all(read_records(cell) for cell in cells.values())

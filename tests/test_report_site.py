@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from tests.support.shared_once import shared_once
+from tests.support.shared_once import shared_demo_sweep
 from vcast.report.__main__ import main
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
@@ -35,14 +35,7 @@ def demo_results(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     """``build demo --run`` as tests/test_report_tables.py runs it (the demo model through lmms-eval,
     2 items of the default set at 8 frames, one ratio), on four methods, once per session: the
     results root (read-only: tests that change it copy it first)."""
-    def build(folder: Path) -> None:
-        results = folder / "results"
-        if results.exists():  # a build cut off by an error: start again
-            shutil.rmtree(results)
-        assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
-                     "--sweep-args", SWEEP]) == 0
-
-    results = shared_once(tmp_path_factory, "site-tree", build) / "results"
+    results = shared_demo_sweep(tmp_path_factory, "site-tree", SWEEP)
     assert sorted(p.parent.parent.parent.name for p in (results / "demo").rglob("cell.json")) == sorted(METHODS)
     return results
 

@@ -7,6 +7,7 @@ folder's parent: the first to take the lock builds, the others wait and reuse wh
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -27,3 +28,18 @@ def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Call
             build(folder)
             (folder / DONE).write_text("", encoding="utf-8")
     return folder
+
+
+def shared_demo_sweep(tmp_path_factory: pytest.TempPathFactory, name: str, sweep_args: str) -> Path:
+    """``python -m vcast.report build demo --run --sweep-args <sweep_args>`` (the demo model through
+    lmms-eval, then the demo's report), once per session: the results root (read-only)."""
+    from vcast.report.__main__ import main
+
+    def build(folder: Path) -> None:
+        results = folder / "results"
+        if results.exists():  # a build cut off by an error: start again
+            shutil.rmtree(results)
+        assert main(["build", "demo", "--results", str(results), "--run", "--resamples", "200",
+                     "--sweep-args", sweep_args]) == 0
+
+    return shared_once(tmp_path_factory, name, build) / "results"
