@@ -98,7 +98,10 @@ LONGEST_FIRST = ("test_build_demo_runs_the_sweep_then_writes_the_table_and_figur
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``make test``: ``-n auto``): the longest tests, then the other slow
     ones, then the rest, so the long ones overlap instead of one of them running alone at the
-    end; every test of the one SLURM cluster in one worker."""
+    end; the tests of the SLURM cluster marked as one group (a hint: with this pytest and xdist
+    3.8, ``--dist loadgroup`` was measured not to keep a group on one worker, so each worker that
+    gets one starts its own cluster, with its own ports; tests/support/shared_once.py shares a
+    result across workers where that matters)."""
     def order(item: pytest.Item) -> tuple[int, int]:
         name = getattr(item, "originalname", item.name)
         if name in LONGEST_FIRST:
