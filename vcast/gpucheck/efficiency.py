@@ -77,7 +77,8 @@ def paper_ratios(path: Path = PAPER_CSV) -> dict[str, dict[str, float]]:
     return out
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA); nothing on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -88,11 +89,11 @@ def run_once(model: Any, inputs: dict[str, Any], method: str, params: dict[str, 
     device = inputs["input_ids"].device
     handle = vcast.models.attach(model, method, 1.0 if method == "vanilla" else ratio, **params)
     try:
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         with torch.no_grad():
             out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-        _sync(device)
+        synchronize(device)
         total = time.perf_counter() - start
         stats = handle.stats
     finally:

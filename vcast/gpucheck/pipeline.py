@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 import vcast
+from vcast.gpucheck.efficiency import synchronize
 from vcast.gpucheck.models import qwen_video_prompt
 from vcast.gpucheck.results import FAIL, PASS, SKIPPED, Report, Table, fmt, markdown_table
 
@@ -137,11 +138,6 @@ def make_prepare(config: Any, frames: int) -> Callable[[Path], dict[str, torch.T
     return prepare
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def run_loop(model: Any, paths: list[Path], prepare: Callable[[Path], dict[str, torch.Tensor]], method: str,
              params: dict[str, Any], depth: int, new_tokens: int) -> dict[str, Any]:
     """One pass over ``paths``: prepared through :class:`vcast.eval.prefetch.Prefetcher` at ``depth``,
@@ -158,7 +154,7 @@ def run_loop(model: Any, paths: list[Path], prepare: Callable[[Path], dict[str, 
     prepared_inputs: list[dict[str, torch.Tensor]] = []
     keeps: list[list[torch.Tensor]] = []
     try:
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         with Prefetcher(paths, prepare, depth, name="vcast-gpucheck-prefetch") as prepared:
             for item in prepared:
@@ -170,7 +166,7 @@ def run_loop(model: Any, paths: list[Path], prepare: Callable[[Path], dict[str, 
                 with torch.no_grad():
                     out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                          do_sample=False)
-                _sync(device)
+                synchronize(device)
                 model_s += time.perf_counter() - begin
                 begin = time.perf_counter()
                 tokens.append(out[0, inputs["input_ids"].shape[1]:].tolist())

@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -135,6 +136,15 @@ def one_row_per_cell(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
             logger.warning("conflicting values for %s in experiments %s: %s; using the first", key,
                            group["experiment"].tolist(), group["value"].tolist())
     return ordered.drop_duplicates(list(keys), keep="first").drop(columns="_rank")
+
+
+def usual_frames(frames: Iterable[Any]) -> int:
+    """The frame count most of the given cells ran at (one value per cell), the fewest on ties:
+    what a figure drawn from an experiment's cells shows when no count is asked for."""
+    counts = Counter(int(f) for f in frames)
+    if not counts:
+        raise ValueError("no cells to take a frame count from")
+    return min(counts, key=lambda f: (-counts[f], f))
 
 
 def cell_dirs(root: Path) -> Iterator[tuple[Path, str]]:

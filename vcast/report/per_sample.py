@@ -166,6 +166,34 @@ def _metric_of(scoring: TaskScoring, lmms_task: str) -> tuple[str, bool]:
                         f"({', '.join(scoring.metrics)})")
 
 
+def doc_order(doc_id: str) -> tuple[int, float, str]:
+    """Sort key of a doc id as text: numeric ids in numeric order, then the others by text."""
+    try:
+        return 0, float(doc_id), doc_id
+    except ValueError:
+        return 1, 0.0, doc_id
+
+
+def sample_reply(record: Mapping[str, Any]) -> str:
+    """The model's reply in one samples record (``filtered_resps``, unnested); empty when none."""
+    reply = record.get("filtered_resps")
+    while isinstance(reply, list) and reply:
+        reply = reply[0]
+    return "" if reply is None or isinstance(reply, list) else str(reply)
+
+
+def sample_prompt(record: Mapping[str, Any]) -> str:
+    """The prompt the model was given in one samples record (``input``; an older lmms-eval's
+    request ``arguments``, context first); empty when neither holds text."""
+    text = record.get("input")
+    if isinstance(text, str):
+        return text
+    arguments = record.get("arguments")
+    while isinstance(arguments, (list, dict)) and arguments:
+        arguments = arguments[0] if isinstance(arguments, list) else next(iter(arguments.values()))
+    return arguments if isinstance(arguments, str) else ""
+
+
 def read_items(paths: Sequence[Path], scoring: TaskScoring) -> pd.DataFrame:
     """The items of one cell's samples files (:data:`ITEM_COLUMNS`), first record of each
     ``(lmms task, doc_id)`` (a data-parallel run may repeat a padded document)."""

@@ -26,10 +26,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from vcast.kept_records import KeptRecord, read_records
+from vcast.report.collect import usual_frames
 from vcast.report.names import method_name
-from vcast.report.per_sample import CellItems, CellItemsCollection
+from vcast.report.per_sample import CellItems, CellItemsCollection, doc_order, sample_prompt, sample_reply
 from vcast.report.scoring import read_samples
-from vcast.viz import kept_frames, record_grid
+from vcast.viz import kept_frames, record_frames, record_grid
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def choose_items(collection: CellItemsCollection, experiment: str, *, ratio: flo
         raise ValueError(f"no finished cell of experiment {experiment!r}"
                          f"{'' if model is None else f' and model {model}'}")
     if frames is None:
-        frames = min({c.frames for c in cells}, key=lambda f: (-sum(c.frames == f for c in cells), f))
+        frames = usual_frames(c.frames for c in cells)
     wanted = {"vanilla": 1.0, **{b: ratio for b in baselines}, "vcast": ratio}
 
     def cell_of(method: str, at: float) -> CellItems:
@@ -88,16 +89,12 @@ def choose_items(collection: CellItemsCollection, experiment: str, *, ratio: flo
                          f"({len(vcast_right)} items) and {', '.join(baselines)}"
                          f"{' and vanilla' if vanilla_wrong else ''} all answer wrong; of V-CAST's right items "
                          f"these answer right too: {also}. Choose other --baselines")
-    ordered = sorted(candidates, key=lambda key: (key[0], _numeric(key[1])))
+    ordered = sorted(candidates, key=lambda key: (key[0], doc_order(key[1])))
     picked = sorted(random.Random(seed).sample(ordered, min(count, len(ordered))),
-                    key=lambda key: (key[0], _numeric(key[1])))
+                    key=lambda key: (key[0], doc_order(key[1])))
     logger.info("qualitative: %d of %d qualifying items of %s chosen (seed %d)", len(picked), len(ordered),
                 experiment, seed)
     return [Choice(task, doc_id, chosen_cells) for task, doc_id in picked]
-
-
-def _numeric(doc_id: str) -> tuple[int, str]:
-    return (int(doc_id), "") if str(doc_id).isdigit() else (1 << 62, str(doc_id))
 
 
 @dataclass(frozen=True)
@@ -114,10 +111,8 @@ def answers(choice: Choice, results: Path) -> tuple[str, str, dict[str, Answer]]
     for method, cell in choice.cells.items():
         record = _sample(Path(results) / cell.cell, choice.lmms_task, choice.doc_id)
         row = cell.items[(cell.items["lmms_task"] == choice.lmms_task) & (cell.items["doc_id"] == choice.doc_id)]
-        reply = record.get("filtered_resps")
-        reply = reply[0] if isinstance(reply, list) and reply else reply
-        out[method] = Answer(str(reply or "").strip(), bool(row["correct"].iloc[0]))
-        prompt = prompt or str(record.get("input") or "")
+        out[method] = Answer(sample_reply(record).strip(), bool(row["correct"].iloc[0]))
+        prompt = prompt or sample_prompt(record)
         target = target or str(record.get("target") or "")
     return prompt, target, out
 
@@ -189,7 +184,8 @@ def draw_item(frames: np.ndarray, prompt: str, target: str, replies: dict[str, A
         record = records.get(method)
         # In-LLM methods: the tokens the last layers still see (their last drop stage).
         mask = record_grid(record) if record is not None else np.ones(first.geometry.grid, dtype=bool)
-        strip = kept_frames(frames, mask, frames_per_step=first.geometry.frames_per_step)
+        strip = (record_frames(record, frames) if record is not None
+                 else kept_frames(frames, mask, frames_per_step=first.geometry.frames_per_step))
         for column, step in enumerate(shown):
             ax = figure.add_subplot(grid[row, column])
             ax.imshow(strip[step])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -26,6 +25,7 @@ import pandas as pd
 
 from vcast.budget_profiles import panel_title
 from vcast.kept_records import KeptRecord, read_records
+from vcast.report.collect import usual_frames
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +75,7 @@ def recorded_panels(frame: pd.DataFrame, results: Path, figure: str, *, ratio: f
         raise ValueError(f"no finished cell of {', '.join(m for _, m in wanted)} at r = {ratio:g}"
                          f"{' in ' + ', '.join(experiments) if experiments else ''}")
     if frames is None:
-        counts = Counter(int(f) for f in rows.drop_duplicates("cell")["frames"])
-        frames = min(counts, key=lambda f: (-counts[f], f))
+        frames = usual_frames(rows.drop_duplicates("cell")["frames"])
     rows = rows[rows["frames"].astype(int) == frames]
     records: dict[str, dict[tuple[str, int, int], KeptRecord]] = {}
     for key, method in wanted:

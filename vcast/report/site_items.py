@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from vcast.atomic_files import atomic_write_bytes
-from vcast.report.per_sample import SAMPLES_NAME, read_items
+from vcast.report.per_sample import SAMPLES_NAME, doc_order, read_items, sample_prompt, sample_reply
 from vcast.report.scoring import MalformedCell, TaskScoring, read_samples
 from vcast.report.task_docs import item_visuals, load_task
 from vcast.viz import default_steps, record_frames
@@ -84,30 +84,6 @@ class Item:
         return f"{self.lmms_task} #{self.doc_id}"
 
 
-def _doc_number(doc_id: str) -> tuple[int, float, str]:
-    try:
-        return 0, float(doc_id), doc_id
-    except ValueError:
-        return 1, 0.0, doc_id
-
-
-def _reply(record: dict[str, Any]) -> str:
-    reply = record.get("filtered_resps")
-    while isinstance(reply, list) and reply:
-        reply = reply[0]
-    return "" if reply is None or isinstance(reply, list) else str(reply)
-
-
-def _question(record: dict[str, Any]) -> str:
-    text = record.get("input")
-    if isinstance(text, str):
-        return text
-    arguments = record.get("arguments")  # older lmms-eval: the request's arguments, context first
-    while isinstance(arguments, (list, dict)) and arguments:
-        arguments = arguments[0] if isinstance(arguments, list) else next(iter(arguments.values()))
-    return arguments if isinstance(arguments, str) else ""
-
-
 def read_answers(cells: Sequence[tuple[SiteCell, str]], scorings: dict[str, TaskScoring]
                  ) -> tuple[dict[str, list[Item]], list[str]]:
     """``({task: items sorted by (lmms task, doc id)}, problems)`` of the finished ``(cell, label)``
@@ -132,15 +108,15 @@ def read_answers(cells: Sequence[tuple[SiteCell, str]], scorings: dict[str, Task
                 for record in read_samples([path]):
                     doc_id = str(record.get("doc_id"))
                     item = items.setdefault((task, lmms_task, doc_id), Item(task, lmms_task, doc_id))
-                    item.question = item.question or _question(record)
+                    item.question = item.question or sample_prompt(record)
                     item.target = item.target or str(record.get("target", "") or "")
                     answer, correct = verdict.get((lmms_task, doc_id), ("", None))
-                    item.answers.append(Answer(cell.rel, label, answer, _reply(record), correct))
+                    item.answers.append(Answer(cell.rel, label, answer, sample_reply(record), correct))
         except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
             problems.append(f"{cell.rel}: answers not read: {error}")
             logger.warning("item browser skips %s: %s", cell.rel, error)
     by_task: dict[str, list[Item]] = {}
-    for key in sorted(items, key=lambda k: (k[0], k[1], _doc_number(k[2]))):
+    for key in sorted(items, key=lambda k: (k[0], k[1], doc_order(k[2]))):
         by_task.setdefault(key[0], []).append(items[key])
     return by_task, problems
 
