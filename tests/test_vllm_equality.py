@@ -17,13 +17,15 @@ equals the one the Hugging Face plugins build from ``attach``'s stats (``call_re
 Then the ``vcast_vllm`` lmms-eval plugin end to end (where lmms-eval is installed in this
 environment: ``make setup-vllm-eval``; skipped otherwise): a cell on the synthetic benchmark
 writes one kept-token record per item, each equal to the ``vcast_qwen3_vl`` cell's record of the
-same item on the same checkpoint, and none with ``record_kept=false``.
+same item on the same checkpoint, and none with ``record_kept=false``; and a ``vcast.eval.run``
+killed inside its response cache's write resumes from the answers it kept (:mod:`vcast.eval.resume`).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from pathlib import Path
 
 import pytest
 
@@ -292,3 +294,81 @@ def test_vllm_record_kept_false_writes_none_and_vanilla_keeps_every_token(lmms_e
     vanilla = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
                              synth_data, "vanilla", 1)
     assert all(record.kept.all() for record in vanilla.values())
+
+
+# The lmms-eval plugin: item-level resume through the response cache ----------------------------
+
+RESUME_LIMIT, KILL_AT = 6, 3  # the 3rd answer is journaled (fsynced), then SIGKILL before its upsert
+KILL_POINTS = Path(__file__).parent / "support" / "kill_points"
+
+
+def _eval_run(checkpoint, work: Path, use_cache: bool = True, **env: str):
+    """``python -m vcast.eval.run`` of ``vcast_vllm`` (V-CAST, one request per call) on the first
+    :data:`RESUME_LIMIT` items, in ``work`` (as a sweep runs a cell: the efficiency records, the
+    cache and the outputs named relative to it, so every run has the same model arguments)."""
+    import subprocess
+    import sys
+
+    from vcast.sweep.execute import format_model_args
+
+    model_args = format_model_args({"pretrained": str(checkpoint), "method": "vcast", "ratio": RATIO,
+                                    "max_num_frames": FRAMES, **VLLM_ARGS, "efficiency_dir": "efficiency"})
+    command = [sys.executable, "-m", "vcast.eval.run", "--model", "vcast_vllm", "--model_args", model_args,
+               "--tasks", "vcast_synth", "--output_path", "lmms_eval", "--prompt_key", "qwen3_vl",
+               "--limit", str(RESUME_LIMIT), *(["--use_cache", "cache"] if use_cache else [])]
+    work.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(command, check=False, cwd=work, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env})
+
+
+def _outputs(work: Path) -> tuple[list[str], dict]:
+    """The run's samples (each line byte for byte, in doc order) and its results' scores."""
+    import json
+
+    [samples] = (work / "lmms_eval").rglob("*_samples_vcast_synth.jsonl")
+    [results] = (work / "lmms_eval").rglob("*_results.json")
+    lines = sorted(samples.read_text(encoding="utf-8").splitlines(), key=lambda line: json.loads(line)["doc_id"])
+    return lines, json.loads(results.read_text(encoding="utf-8"))["results"]
+
+
+def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, synth_data, tmp_path) -> None:
+    """SIGKILL inside the response cache's write of the k-th answer (journaled, not yet in SQLite),
+    then a rerun: it starts with k answers, computes only the others, and ends with the samples and
+    scores of an uninterrupted run."""
+    import contextlib
+    import json
+    import signal
+    import sqlite3
+
+    from vcast.eval.efficiency import read_records
+    from vcast.eval.resume import read_attempts
+
+    work = tmp_path / "resumed"
+    path = os.pathsep.join(filter(None, [str(KILL_POINTS), os.environ.get("PYTHONPATH")]))
+    killed = _eval_run(checkpoint, work, VCAST_KILL_AT=f"upsert:{KILL_AT}", PYTHONPATH=path)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    cache = work / "cache"
+    # The answers attempt 1 left: its journal's (the k-th there, not in its database)
+    [journal] = cache.glob("runs/*/rank_0.audit.jsonl")
+    kept = sorted(json.loads(line)["doc_id"] for line in journal.read_text().splitlines())
+    resumed = _eval_run(checkpoint, work)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    assert [(a["attempt"], a["answered_before"]) for a in read_attempts(cache)] == [(1, 0), (2, KILL_AT)]
+    with contextlib.closing(sqlite3.connect(cache / "cache.db")) as db:
+        [(fingerprint,)] = db.execute("SELECT value FROM meta WHERE key = 'model_fingerprint'").fetchall()
+    assert fingerprint.startswith("VCastVLLM|"), fingerprint
+    records = read_records(work / "efficiency")
+    first = [doc for r in records if r["attempt"] == 1 for doc in r["doc_ids"]]
+    second = [doc for r in records if r["attempt"] == 2 for doc in r["doc_ids"]]
+    assert len(kept) == KILL_AT and sorted(first) == kept  # the k-th was computed too
+    assert len(second) == RESUME_LIMIT - KILL_AT and set(second).isdisjoint(kept)
+    assert sorted([*kept, *second]) == list(range(RESUME_LIMIT))
+    progress = json.loads((work / "efficiency" / "progress.rank0.json").read_text())
+    assert (progress["attempt"], progress["to_compute"], progress["computed"]) == (2, RESUME_LIMIT - KILL_AT,
+                                                                                 RESUME_LIMIT - KILL_AT)
+
+    uninterrupted = tmp_path / "uninterrupted"
+    reference = _eval_run(checkpoint, uninterrupted, use_cache=False)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    assert _outputs(work) == _outputs(uninterrupted)

@@ -424,7 +424,9 @@ class LocalSlurmCluster:
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            # A requeued job may start again once its launch credential expired (default 120 s,
+            # then the next backfill tick): 20 s keeps a requeue test's requeues to ~30 s each.
+            f"AuthInfo=cred_expire=20,socket={self.munge_socket}",
             f"StateSaveLocation={w / 'state'}",
             f"SlurmdSpoolDir={r / 'spool'}",
             f"SlurmctldPidFile={w / 'run' / 'slurmctld.pid'}",

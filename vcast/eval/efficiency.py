@@ -61,6 +61,9 @@ class CallRecord:
     # and GPU): the vision path and the language model. None in older records and from the vLLM plugin.
     vision_tflops: Optional[float] = None
     llm_tflops: Optional[float] = None
+    # The attempt of a resumed cell that made the call (vcast.eval.resume; None outside a sweep's
+    # resumable run): a cell's summary counts each item from the last attempt that computed it.
+    attempt: Optional[int] = None
 
 
 class EfficiencyLog:
@@ -81,11 +84,18 @@ class EfficiencyLog:
 
 
 def read_jsonl(directory: str | Path, pattern: str) -> list[dict[str, Any]]:
-    """The JSON lines of every file matching ``pattern`` in ``directory``, files in name order."""
+    """The JSON lines of every file matching ``pattern`` in ``directory``, files in name order. A
+    file's torn last line (its writer killed mid-line, then resumed) is skipped with a warning."""
     records: list[dict[str, Any]] = []
     for path in sorted(Path(directory).glob(pattern)):
         with path.open(encoding="utf-8") as handle:
-            records.extend(json.loads(line) for line in handle if line.strip())
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    logger.warning("%s line %d is not JSON (a killed write?); skipped", path, number)
     return records
 
 

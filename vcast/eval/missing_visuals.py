@@ -41,5 +41,10 @@ class MissingVisualsLog:
 
 
 def read_missing(directory: str | Path) -> list[dict[str, Any]]:
-    """Every rank's unreadable items under ``directory`` (empty if there are none)."""
-    return read_jsonl(directory, "missing_rank*.jsonl")
+    """Every rank's unreadable items under ``directory`` (empty if there are none), each once: a
+    resumed cell's attempts may each have met the same item (the last one's error is kept)."""
+    items: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in read_jsonl(directory, "missing_rank*.jsonl"):
+        items.pop((item["task"], str(item["doc_id"])), None)
+        items[(item["task"], str(item["doc_id"]))] = item
+    return list(items.values())

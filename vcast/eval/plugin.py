@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -29,6 +30,7 @@ from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin_args import ATTN_IMPLEMENTATIONS, DTYPE_NAMES
 from vcast.eval.prefetch import Prefetcher
+from vcast.eval.resume import Progress, calling_response_cache, store_answers
 from vcast.eval.video import UNREADABLE_VIDEO
 from vcast.kept_records import FRAME_INDICES, Geometry, append_records, call_records, rank_file
 from vcast.models.flops import TERA, PrefillFlops, call_prefill_flops, vision_units
@@ -71,14 +73,38 @@ def cut_at_stops(text: str, stops: list[str]) -> str:
     return text
 
 
-def record_answers(model: lmms, texts: Sequence[str], contexts: Sequence[str], gen_kwargs: dict[str, Any],
-                   until: list[str], answers: list[str]) -> None:
+def record_answers(model: lmms, texts: Sequence[str], requests: Sequence[Instance], gen_kwargs: dict[str, Any],
+                   until: list[str], answers: list[str], cache: Any = None) -> None:
     """A batch's answers, each cut at the task's ``until`` strings, appended to ``answers`` in order
-    and handed to lmms-eval's cache hook (every vcast plugin's request loop ends its batch so)."""
-    for text, context in zip(texts, contexts):
-        text = cut_at_stops(text, until)
-        answers.append(text)
-        model.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+    and written at once into lmms-eval's response cache ``cache`` (the one evaluating, see
+    :mod:`vcast.eval.resume`; None without ``use_cache``) and its cache hook (every vcast plugin's
+    request loop ends its batch so)."""
+    cut = [cut_at_stops(text, until) for text in texts]
+    answers.extend(cut)
+    for text, request in zip(cut, requests):
+        model.cache_hook.add_partial("generate_until", (request.args[0], gen_kwargs), text)
+    store_answers(cache, requests, cut)
+
+
+class RequestsByArgs:
+    """The lmms-eval Instance behind each ``request.args`` tuple a ``Collator`` hands back (the
+    same tuple objects, in its own order); a request repeated ``k`` times comes back ``k`` times."""
+
+    def __init__(self, requests: Sequence[Instance]) -> None:
+        self._by_id: dict[int, deque[Instance]] = defaultdict(deque)
+        for request in requests:
+            self._by_id[id(request.args)].append(request)
+
+    def take(self, chunk: Sequence[tuple]) -> list[Instance]:
+        return [self._by_id[id(args)].popleft() for args in chunk]
+
+
+def plugin_repr(model: Any) -> str:
+    """How a vcast plugin prints: its class and, in a sweep, its cell's identity digest. lmms-eval's
+    response cache fingerprints the model as ``f"{model}|{model_args}"``, so this must be the same
+    in every attempt of a cell (not the default ``<... object at 0x...>``) and name the cell."""
+    identity = getattr(model, "cache_identity", None)
+    return type(model).__name__ + (f"[{identity}]" if identity else "")
 
 
 @dataclass
@@ -206,9 +232,17 @@ class VCastLMM(lmms):
                                           if record_kept and efficiency_dir is not None else None)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, self._rank)
+        self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
+        # Set by vcast.eval.run for a resumable run: the attempt number its records carry, and the
+        # cell identity the response cache's fingerprint names (see plugin_repr).
+        self.attempt: Optional[int] = None
+        self.cache_identity: Optional[str] = None
         logger.info("%s: %s on %s (%s, %s attention), method=%s ratio=%s params=%s, rank %d/%d",
                     type(self).__name__, pretrained, self._device, dtype, attn_implementation or "default",
                     method, self.ratio, method_params, self._rank, processes)
+
+    def __repr__(self) -> str:
+        return plugin_repr(self)
 
     # lmms-eval's model interface ----------------------------------------------------------------
     @property
@@ -282,17 +316,20 @@ class VCastLMM(lmms):
         def by_length(args: tuple) -> tuple[int, str]:
             return -len(self.tokenizer.encode(args[0])), args[0]
 
+        cache = calling_response_cache()
+        behind = RequestsByArgs(requests)
         ordered = lmms_utils.Collator([request.args for request in requests], by_length, grouping=True)
         # All batches up front (the prompts' order and grouping; no video is read here): the sort
         # encodes every prompt in this thread before the worker starts, so while it runs only the
         # worker encodes (and sets the tokenizer's padding); this thread only decodes.
         chunks = list(ordered.get_batched(n=self.batch_size, batch_fn=None))
         answers: list[str] = []
+        done = Progress(self.efficiency_dir, self.rank, self.attempt, len(requests))
         progress = tqdm(total=len(requests), disable=self.rank != 0, desc=f"{self.method} r={self.ratio:g}")
         with Prefetcher(chunks, self._prepare_batch, self.prefetch, name=f"vcast-prefetch-rank{self.rank}") as batches:
             for prepared in batches:
                 chunk, batch = prepared.item, prepared.value
-                contexts, all_gen_kwargs, _, doc_ids, tasks, _ = zip(*chunk)
+                _, all_gen_kwargs, _, doc_ids, tasks, _ = zip(*chunk)
                 for task, doc_id, error in batch.missing:
                     self.missing.add(task, doc_id, error)
                 gen_kwargs = dict(all_gen_kwargs[0])
@@ -311,7 +348,8 @@ class VCastLMM(lmms):
                                                prepare_s=prepared.prepare_s, wait_s=prepared.wait_s)
                     for index, text in zip(readable, generated):
                         texts[index] = text
-                record_answers(self, texts, contexts, gen_kwargs, until, answers)
+                record_answers(self, texts, behind.take(chunk), gen_kwargs, until, answers, cache)
+                done.add(len(chunk))
                 progress.update(len(chunk))
         progress.close()
         self._log_totals()
@@ -443,7 +481,7 @@ class VCastLMM(lmms):
             video_tokens_kept=stats.kept_video_tokens, prompt_tokens_before=list(stats.tokens_before),
             prompt_tokens_after=list(stats.tokens_after), video_tokens_final=stats.final_video_tokens,
             layer_retention=stats.kept_video_tokens / total if input_budget else stats.layer_retention,
-            input_budget=input_budget or None,
+            input_budget=input_budget or None, attempt=self.attempt,
             vision_tflops=None if flops is None else flops.vision / TERA,
             llm_tflops=None if flops is None else flops.llm / TERA,
         ))

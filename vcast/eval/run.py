@@ -10,6 +10,11 @@ output files) with two differences that matter for reproduction:
   of Video-MME's Qwen3-VL prompt;
 * the model is built before the evaluation starts, so ``run_summary.json`` can record the wall
   time of the evaluation alone (the paper's total latency), without model loading.
+
+``--use_cache DIR`` is lmms-eval's response cache, made a resume journal (:mod:`vcast.eval.resume`):
+rank 0 first sets a cache of another fingerprint aside, merges the earlier attempts' answers and
+records the attempt; a rerun then computes only the items not yet answered. ``--cache_identity``
+(a sweep's cell digest) goes into the cache's model fingerprint.
 """
 
 from __future__ import annotations
@@ -42,7 +47,31 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=float, default=None, help="first N docs per task (or a fraction)")
     parser.add_argument("--seed", type=int, default=0, help="python/numpy/torch seeds of lmms-eval")
     parser.add_argument("--verbosity", default="WARNING")
+    parser.add_argument("--use_cache", default=None,
+                        help="response cache folder: answers are kept as they come and a rerun reuses them")
+    parser.add_argument("--cache_identity", default=None,
+                        help="what the cache's model fingerprint names besides the model arguments (a sweep's cell)")
     return parser.parse_args(argv)
+
+
+def begin_attempt(lm: Any, model_args: str, cache: Path, identity: Optional[str]) -> int:
+    """Make ``lm``'s fingerprint name ``identity``, then (rank 0 alone, the other ranks waiting)
+    prepare the response cache at ``cache`` for a new attempt; the attempt's number, which ``lm``'s
+    records carry."""
+    from accelerate import PartialState
+
+    from vcast.eval.resume import model_fingerprint, read_attempts, start_attempt
+
+    if hasattr(lm, "cache_identity"):
+        lm.cache_identity = identity
+    state = PartialState()
+    if state.is_main_process:
+        start_attempt(cache, model_fingerprint(lm, model_args), state.num_processes)
+    state.wait_for_everyone()
+    number = int(read_attempts(cache)[-1]["attempt"])
+    if hasattr(lm, "attempt"):
+        lm.attempt = number
+    return number
 
 
 def task_manager_for(tasks: Sequence[str], include: Sequence[str], verbosity: str, model_name: str) -> Any:
@@ -73,7 +102,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if unknown:
         raise SystemExit(f"unknown task(s) {', '.join(unknown)} (looked in lmms-eval and {', '.join(include)})")
 
+    cache = None if args.use_cache is None else Path(args.use_cache).absolute()
+    if cache is not None:
+        from vcast.eval.resume import CHECKPOINT_INTERVAL_ENV
+
+        os.environ.setdefault(CHECKPOINT_INTERVAL_ENV, "1")
     lm = get_model(args.model).create_from_arg_string(args.model_args, {"batch_size": args.batch_size})
+    attempt = None if cache is None else begin_attempt(lm, args.model_args, cache, args.cache_identity)
     tracker = EvaluationTracker(output_path=str(output))
     datetime_str = time.strftime("%Y%m%d_%H%M%S")
     start = time.perf_counter()
@@ -82,6 +117,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         batch_size=args.batch_size, limit=args.limit, log_samples=True, evaluation_tracker=tracker,
         bootstrap_iters=0, verbosity=args.verbosity, datetime_str=datetime_str, random_seed=args.seed,
         numpy_random_seed=args.seed, torch_random_seed=args.seed, fewshot_random_seed=args.seed,
+        use_cache=None if cache is None else str(cache),
     )
     wall = time.perf_counter() - start
     if results is None:  # ranks > 0: rank 0 writes everything
@@ -91,7 +127,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for task_name in results["configs"]:
         tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
     summary = {"wall_s": wall, "world_size": int(os.environ.get("WORLD_SIZE", 1)), "datetime": datetime_str,
-               "model": args.model, "model_args": args.model_args, "tasks": tasks, "limit": args.limit}
+               "model": args.model, "model_args": args.model_args, "tasks": tasks, "limit": args.limit,
+               "attempt": attempt}
     (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     logger.info("evaluation took %.1f s; results in %s", wall, output)
     return 0

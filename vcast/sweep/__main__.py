@@ -40,8 +40,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Optional
 
-INTERRUPTED = ("interrupted: finished cells are kept; the cell that was running left only a staging folder, "
-               "redone from scratch next time. Run the same command again to resume.")
+INTERRUPTED = ("interrupted: finished cells are kept; the cell that was running kept its answered items in its "
+               "staging folder. Run the same command again to resume (only the missing items are computed).")
 RETRY_S = 0.02  # how soon a KeyboardInterrupt that had to wait looks again where the main thread is
 # Code a KeyboardInterrupt would leave half-done. Packages: Hydra, OmegaConf and the libraries they
 # call (the innermost code outside the standard library is theirs). Functions: anywhere on the stack.
@@ -207,7 +207,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         timeout = None if cfg.timeout_min is None else float(cfg.timeout_min) * 60
         console = sys.stderr if sys.stderr.isatty() else None  # lmms-eval's progress bars, when someone watches
         record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched),
-                          console=console)
+                          console=console, resume=bool(cfg.get("resume", True)))
     if cfg.logger == "wandb" and record.get("status") in ("ok", "failed", "oom"):
         from vcast.sweep.wandb_log import log_cell
 

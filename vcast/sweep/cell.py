@@ -8,6 +8,7 @@ under ``profile=clean``) holds lmms-eval's output
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -84,6 +85,36 @@ def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
         if _normalised(before) != _normalised(now):
             differences.append(f"{item.name}: {before!r} -> {now!r}")
     return differences
+
+
+def cell_identity(spec: CellSpec) -> dict[str, Any]:
+    """What decides whether answers can be reused for ``spec``: the fields :func:`identity_mismatch`
+    compares, and a stamp of the checkpoint's files (:func:`checkpoint_stamp`), so a checkpoint
+    rebuilt at the same path is another cell's. A resumable cell's response cache is fingerprinted
+    with its digest (:func:`identity_digest`)."""
+    out = {item.name: _normalised(getattr(spec, item.name)) for item in fields(CellSpec)
+           if item.name not in NOT_IDENTITY}
+    out["model_args"] = _identity_args(out["model_args"])
+    out["checkpoint"] = checkpoint_stamp(spec.pretrained)
+    return out
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """A short, stable digest of :func:`cell_identity` (sorted-key JSON, SHA-256, 16 hex digits)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def checkpoint_stamp(pretrained: str) -> str:
+    """A local checkpoint folder's files (relative name, size, modification time), hashed; a Hub id
+    as given (the Hub's files of an id do not change under a run)."""
+    folder = Path(pretrained)
+    if not folder.is_dir():
+        return pretrained
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8"))
+    return "files:" + digest.hexdigest()[:16]
 
 
 def _identity_args(args: Any) -> Any:

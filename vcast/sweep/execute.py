@@ -2,9 +2,15 @@
 and swap the whole folder into place at the end.
 
 * A finished cell (``DONE`` + ``status == "ok"`` + its results file) is skipped.
-* Everything is written into ``.<task>.staging-<id>`` beside the cell and renamed over it at
-  the end, so the cell folder is always a complete old or complete new attempt; a killed run
-  leaves only a staging folder, which the next attempt deletes and redoes from scratch.
+* Everything is written into ``.<task>.staging-resumable`` beside the cell and renamed over it at
+  the end, so the cell folder is always a complete old or complete new attempt.
+* **Resume** (``resume=True``, the default): the staging folder keeps lmms-eval's response cache
+  (``cache/``, see :mod:`vcast.eval.resume`), which every answer reaches as soon as it exists. A
+  killed run (preemption, time limit, Ctrl-C) leaves the staging folder; the next attempt goes on
+  in it and computes only the items not yet answered. A failed cell's folder is moved back into
+  staging for its retry. The efficiency records of every attempt stay (each carries its attempt);
+  ``cell.json`` lists the attempts and which items each computed. ``resume=False`` sets earlier
+  partial work aside (``.<task>.set-aside-<time>``) and starts afresh.
 * A failing run (a crash, CUDA OOM, a bad video) still swaps in a cell with ``cell.json``
   ``status`` ``"failed"`` or ``"oom"``, the error and the log tail, and no ``DONE``; the sweep
   goes on and the next sweep retries it.
@@ -34,11 +40,17 @@ from vcast.atomic_files import atomic_write_json, swap_in_dir
 from vcast.eval.efficiency import read_records, summarize
 from vcast.eval.missing_visuals import read_missing
 from vcast.eval.run import SUMMARY_FILE
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec, identity_mismatch, is_complete, read_cell
+from vcast.eval.resume import read_attempts
+from vcast.sweep.cell import (CELL_FILE, DONE_FILE, CellSpec, cell_identity, identity_digest, identity_mismatch,
+                              is_complete, read_cell)
 from vcast.sweep.progress_relay import ProgressRelay
 
 logger = logging.getLogger(__name__)
 
+WORK_SUFFIX = "staging-resumable"  # .<task>.staging-resumable: the working folder attempts share
+CACHE_DIR = "cache"
+EFFICIENCY_DIR = "efficiency"
+IDENTITY_FILE = "identity.json"
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 LOG_TAIL_CHARS = 4000
 PUMP_JOIN_S = 30.0  # after the child ends, how long its output may still take to drain
@@ -85,16 +97,23 @@ def failure_cause(log: str) -> Optional[str]:
     return found[-1][:CAUSE_CHARS] if found else None
 
 
-def eval_command(spec: CellSpec, output: Path, efficiency_dir: Path,
-                 python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
-    """The lmms-eval run of ``spec`` and the environment variables it needs on top of ours;
-    under ``accelerate launch`` (torchrun, one process per GPU) when it has several processes."""
+def eval_command(spec: CellSpec, output: Path, python: str = sys.executable,
+                 identity: Optional[str] = None) -> tuple[list[str], dict[str, str]]:
+    """The lmms-eval run of ``spec`` into ``output`` (which must be its working folder: the records,
+    ``efficiency/`` and ``kept/``, and the response cache, ``cache/``, are named relative to it, so
+    the model arguments, part of the cache's fingerprint, do not change when the folder moves) and
+    the environment variables it needs on top of ours; under ``accelerate launch`` (torchrun, one
+    process per GPU) when it has several processes. ``identity``: the cell's identity digest, for
+    the response cache's fingerprint."""
     model_args = {"pretrained": spec.pretrained, "method": spec.method_id, "ratio": spec.ratio,
                   "max_num_frames": spec.frames, **spec.model_args, **spec.method_params,
-                  "efficiency_dir": str(efficiency_dir)}
+                  "efficiency_dir": EFFICIENCY_DIR}
     args = ["-m", "vcast.eval.run", "--model", spec.plugin, "--model_args", format_model_args(model_args),
             "--tasks", ",".join(spec.lmms_tasks), "--output_path", str(output / "lmms_eval"),
-            "--prompt_key", spec.prompt_key, "--batch_size", str(spec.batch_size), "--seed", str(spec.seed)]
+            "--prompt_key", spec.prompt_key, "--batch_size", str(spec.batch_size), "--seed", str(spec.seed),
+            "--use_cache", CACHE_DIR]
+    if identity is not None:
+        args += ["--cache_identity", identity]
     for path in spec.include_paths:
         args += ["--include_path", str(path)]
     if spec.limit is not None:
@@ -149,13 +168,14 @@ class CellLock:
 
 def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
              timeout_s: Optional[float] = None, rerun_mismatched: bool = False,
-             console: Optional[TextIO] = None) -> dict[str, Any]:
+             console: Optional[TextIO] = None, resume: bool = True) -> dict[str, Any]:
     """Run ``spec`` unless it is finished; return its ``cell.json`` record (status ``ok``,
     ``failed``, ``oom``, ``skipped`` when already finished with this very request, ``mismatch``
     when the finished cell answers another request (limit, params, variant, model args...; see
     :func:`vcast.sweep.cell.identity_mismatch`) and ``rerun_mismatched`` is off, or ``busy`` when
     another job holds it). ``console``: where lmms-eval's progress bars are shown as the cell
-    runs (its whole output always goes to ``run.log``)."""
+    runs (its whole output always goes to ``run.log``). ``resume``: go on from the answers an
+    interrupted or failed attempt left (see the module docstring); False: set them aside."""
     cell_dir = Path(results_root) / spec.relative_dir
     finished = _finished_answer(spec, cell_dir, rerun_mismatched)
     if finished is not None:
@@ -168,7 +188,7 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
         finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
         if finished is not None:
             return finished
-        return _run_locked(spec, cell_dir, env, timeout_s, console)
+        return _run_locked(spec, cell_dir, env, timeout_s, console, resume)
     finally:
         lock.release()
 
@@ -205,34 +225,80 @@ def record_failure(spec: CellSpec, results_root: Path, error: str) -> dict[str, 
     return record
 
 
-def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
-                timeout_s: Optional[float], console: Optional[TextIO]) -> dict[str, Any]:
+def work_dir(cell_dir: Path) -> Path:
+    """The working folder of ``cell_dir``'s attempts (hidden beside it until swapped in)."""
+    return cell_dir.parent / f".{cell_dir.name}.{WORK_SUFFIX}"
+
+
+def _set_aside(path: Path, cell_dir: Path, why: str) -> Path:
+    aside = cell_dir.parent / f".{cell_dir.name}.set-aside-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    os.replace(path, aside)
+    logger.warning("%s: %s; set aside as %s", cell_dir.name, why, aside)
+    return aside
+
+
+def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict[str, Any]) -> tuple[Path, list[str]]:
+    """The folder this attempt runs in, with what earlier attempts left when resuming, and notes on
+    what was set aside. Staging folders of older vcast versions (``.staging-<id>``) hold nothing
+    reusable and are deleted, as are the left-overs of an interrupted swap."""
     for pattern in (f".{cell_dir.name}.staging-*", f".{cell_dir.name}.old-*"):
         for stale in cell_dir.parent.glob(pattern):
-            logger.info("%s: removing %s left by an interrupted run", spec.name, stale.name)
-            shutil.rmtree(stale, ignore_errors=True)
-    previous = read_cell(cell_dir)
-    attempt = int(previous.get("attempt", 0)) + 1 if previous else 1
-    staging = cell_dir.parent / f".{cell_dir.name}.staging-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(parents=True)
-    command, extra_env = eval_command(spec, staging, staging / "efficiency")
+            if stale.name != work_dir(cell_dir).name:
+                logger.info("%s: removing %s left by an interrupted run", spec.name, stale.name)
+                shutil.rmtree(stale, ignore_errors=True)
+    work = work_dir(cell_dir)
+    notes = []
+    if not work.exists() and cell_dir.exists() and not is_complete(cell_dir):
+        os.replace(cell_dir, work)  # a failed attempt's folder: its answers are reused
+    if work.exists() and not resume:
+        notes.append(f"resume=false: earlier partial work set aside as {_set_aside(work, cell_dir, 'resume=false')}")
+    recorded = _read_json(work / CACHE_DIR / IDENTITY_FILE)
+    if work.exists() and recorded is not None and recorded != identity:
+        changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
+        why = f"its response cache answers another request ({', '.join(changed)} differ)"
+        notes.append(f"{why}: set aside as {_set_aside(work, cell_dir, why)}")
+    # An earlier attempt's outputs and verdict: this attempt writes its own (its answers are cached).
+    shutil.rmtree(work / "lmms_eval", ignore_errors=True)
+    for name in (CELL_FILE, DONE_FILE):
+        (work / name).unlink(missing_ok=True)
+    (work / CACHE_DIR).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(work / CACHE_DIR / IDENTITY_FILE, identity)
+    return work, notes
+
+
+def _read_json(path: Path) -> Optional[Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
+                timeout_s: Optional[float], console: Optional[TextIO], resume: bool = True) -> dict[str, Any]:
+    identity = cell_identity(spec)
+    work, notes = _working_folder(spec, cell_dir, resume, identity)
+    attempt = len(read_attempts(work / CACHE_DIR)) + 1
+    command, extra_env = eval_command(spec, work, identity=identity_digest(identity))
     run_env = {**(os.environ if env is None else env), **extra_env}
     record: dict[str, Any] = {
         "cell": spec.name, "status": "running", "attempt": attempt, "spec": spec.as_dict(),
         "command": command, "host": socket.gethostname(), "slurm_job_id": _slurm_job_id(), "versions": _versions(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if notes:
+        record["set_aside"] = notes
     logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
     start = time.perf_counter()
     relay = ProgressRelay(console, prefix=f"{spec.name}: ")
-    returncode, error = _run_subprocess(command, staging / "run.log", run_env, timeout_s, relay)
+    returncode, error = _run_subprocess(command, work / "run.log", run_env, timeout_s, relay,
+                                        header=f"=== {spec.name}: attempt {attempt}, {record['started_at']} ===\n")
     record["duration_s"] = time.perf_counter() - start
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record["returncode"] = returncode
-    log_tail = _tail(staging / "run.log")
+    log_tail = _tail(work / "run.log")
     if returncode == 0 and error is None:
         try:
-            record.update(_collect(staging))
+            record.update(_collect(work))
             record["status"] = "ok"
         except (OSError, ValueError, KeyError) as collect_error:
             error = f"lmms-eval finished but its outputs are incomplete: {collect_error}"
@@ -241,26 +307,46 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
         cause = failure_cause(log_tail)
         record["error"] = (error or f"lmms-eval exited with code {returncode}") + (f": {cause}" if cause else "")
         record["log_tail"] = log_tail
-    atomic_write_json(staging / CELL_FILE, record)
+    record.update(attempts_record(work))
+    atomic_write_json(work / CELL_FILE, record)
     if record["status"] == "ok":
-        (staging / DONE_FILE).write_text(record["finished_at"] + "\n")
-    swap_in_dir(staging, cell_dir)
+        (work / DONE_FILE).write_text(record["finished_at"] + "\n")
+    swap_in_dir(work, cell_dir)
     level = logging.INFO if record["status"] == "ok" else logging.ERROR
     logger.log(level, "%s: %s in %.1f s%s", spec.name, record["status"], record["duration_s"],
                "" if record["status"] == "ok" else f" ({record['error']}; log: {cell_dir / 'run.log'})")
     return record
 
 
+def attempts_record(work: Path) -> dict[str, Any]:
+    """``cell.json``'s account of the attempts: ``attempts`` (each one's start, host, job, answers
+    it found and items it computed) and ``items_by_attempt``
+    (``{attempt: {task: [doc ids]}}``, from the efficiency records, each item under the last
+    attempt that computed it, the one whose answer the cell reports)."""
+    attempts = read_attempts(work / CACHE_DIR)
+    owner = item_attempts(read_records(work / EFFICIENCY_DIR))
+    by_attempt: dict[str, dict[str, list[int]]] = {}
+    for (task, doc_id), number in sorted(owner.items(), key=lambda item: (str(item[1]), item[0])):
+        by_attempt.setdefault(str(number), {}).setdefault(task, []).append(doc_id)
+    counts = {str(number): sum(len(docs) for docs in tasks.values()) for number, tasks in by_attempt.items()}
+    listed = [{**entry, "computed": counts.get(str(entry.get("attempt")), 0)} for entry in attempts]
+    return {"attempts": listed, "items_by_attempt": by_attempt}
+
+
 def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
-                    timeout_s: Optional[float], relay: ProgressRelay) -> tuple[Optional[int], Optional[str]]:
-    """Run ``command`` with its output into ``log_path`` (and its progress bars to ``relay``);
+                    timeout_s: Optional[float], relay: ProgressRelay,
+                    header: str = "") -> tuple[Optional[int], Optional[str]]:
+    """Run ``command`` in ``log_path``'s folder with its output appended to ``log_path`` after
+    ``header`` (earlier attempts' logs stay above it) and its progress bars shown by ``relay``;
     ``(return code, None)``, or ``(None, why)`` when it could not start or timed out.
 
     The child stays in the sweep's process group, so Ctrl-C (and a kill of the group) reaches it
     and everything it started; on Ctrl-C it gets a few seconds' grace, then it is killed. The
     output is drained for at most ``PUMP_JOIN_S`` after the child ends: ``accelerate launch``
     workers left by a timeout may hold the pipe open, and the sweep must not wait for them."""
-    with log_path.open("wb") as log:
+    with log_path.open("ab") as log:
+        log.write(header.encode("utf-8"))
+        log.flush()
         try:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                        cwd=str(log_path.parent))
@@ -316,6 +402,21 @@ def _stop(process: subprocess.Popen, grace_s: float) -> None:
         process.wait()
 
 
+def item_attempts(records: list[dict[str, Any]]) -> dict[tuple[str, int], Optional[int]]:
+    """``{(task, doc id): attempt}``: the last attempt whose records computed each item (records
+    without an attempt count as attempt 0, before any resumable one)."""
+    owner: dict[tuple[str, int], Optional[int]] = {}
+    for record in sorted(records, key=lambda r: r.get("attempt") or 0):
+        for item in _record_items(record):
+            owner[item] = record.get("attempt")
+    return owner
+
+
+def _record_items(record: dict[str, Any]) -> list[tuple[str, int]]:
+    tasks = record.get("tasks") or [record["task"]] * len(record["doc_ids"])
+    return list(zip(tasks, record["doc_ids"]))
+
+
 def _collect(staging: Path) -> dict[str, Any]:
     """Scores from lmms-eval's results file, efficiency from the records and the run summary."""
     results_files = sorted((staging / "lmms_eval").rglob("*_results.json"))
@@ -340,9 +441,25 @@ def _collect(staging: Path) -> dict[str, Any]:
         "samples_files": samples,
         "scores": scores,
         "n_samples": results.get("n-samples", {}),
-        "efficiency": summarize(read_records(staging / "efficiency"), summary["wall_s"]),
+        "efficiency": _efficiency(staging),
         "world_size": summary["world_size"],
     }
+
+
+def _efficiency(staging: Path) -> dict[str, Any]:
+    """The cell's efficiency summary over every attempt's records, each item counted once, from
+    the last attempt that computed it (its answer is the one reported). The wall time and the
+    throughput are the finishing attempt's only when it computed every item; a cell finished over
+    several attempts has no wall time of one evaluation (None; ``resumed_over`` says how many)."""
+    records = read_records(staging / EFFICIENCY_DIR)
+    latest_first = sorted(records, key=lambda r: -(r.get("attempt") or 0))
+    computing = {r.get("attempt") for r in records}
+    summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
+    wall = summary["wall_s"] if len(computing) <= 1 and summary.get("attempt") in computing else None
+    out = summarize(latest_first, wall)
+    if wall is None and records:
+        out["resumed_over"] = len(computing)
+    return out
 
 
 def _tail(path: Path) -> str:

@@ -3,7 +3,7 @@ efficiency figures, read from the cells' folders (nothing is re-run).
 
 A cell is ``ok``, ``partial (limit N)`` (a smoke run), ``failed``/``oom``/``incomplete``,
 ``running`` (a job holds its lock), ``interrupted`` (a staging folder that no job holds: the next
-sweep redoes it) or ``pending`` (in a sweep's plan, not started). Pending cells come from the
+sweep resumes it), both with ``answered/total`` items of the cell, or ``pending`` (in a sweep's plan, not started). Pending cells come from the
 plans sweeps write when they start (``<results>/.hydra/sweep/*/progress.json``), or from
 ``--grid experiment=<name> ...`` (the sweep's own words) for a sweep not started yet.
 """
@@ -18,7 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from vcast.eval.resume import cell_progress, read_attempts
 from vcast.sweep.cell import CELL_FILE, is_complete, read_cell
+from vcast.sweep.execute import CACHE_DIR, EFFICIENCY_DIR, work_dir
 from vcast.sweep.progress import PROGRESS_FILE
 
 COLUMNS = ("cell", "status", "score", "prefill_s", "generation_s", "total_s", "peak_mb", "items_per_s",
@@ -73,14 +75,26 @@ def _record_status(cell_dir: Path, record: dict[str, Any]) -> str:
     return status
 
 
+def answered_note(cell_dir: Path) -> str:
+    """``" (answered/total answered, attempt n)"`` of a running or interrupted resumable cell, from
+    its working folder's response cache (``total`` is ``?`` until the attempt has counted its
+    items); empty when it has none."""
+    work = work_dir(cell_dir)
+    found = cell_progress(work / CACHE_DIR, work / EFFICIENCY_DIR)
+    if found is None:
+        return ""
+    done, total = found
+    return f" ({done}/{'?' if total is None else total} answered, attempt {len(read_attempts(work / CACHE_DIR))})"
+
+
 def cell_status(cell_dir: Path) -> str:
     """The status of the cell at ``cell_dir`` (see the module docstring); ``pending`` when
     nothing of it exists."""
     if lock_held(cell_dir):
-        return "running"
+        return "running" + answered_note(cell_dir)
     record = read_cell(cell_dir)
     if _staged(cell_dir) and not is_complete(cell_dir):
-        return "interrupted"  # a killed attempt: its staging folder is deleted and redone next time
+        return "interrupted" + answered_note(cell_dir)  # the next attempt resumes from its answered items
     if record is None:
         return "pending" if not cell_dir.exists() else "unreadable"
     return _record_status(cell_dir, record)

@@ -46,8 +46,9 @@ from tqdm import tqdm
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
-from vcast.eval.plugin import record_answers, stop_strings
+from vcast.eval.plugin import RequestsByArgs, plugin_repr, record_answers, stop_strings
 from vcast.eval.plugin_args import check_frames
+from vcast.eval.resume import Progress, calling_response_cache
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
 from vcast.kept_records import append_records, qwen_geometry, rank_file
 from vcast.validation import check_choice, check_int
@@ -145,6 +146,10 @@ class VCastVLLM(lmms):
         self._temporal_patch = int(video_processor.temporal_patch_size)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, 0)
+        self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
+        # Set by vcast.eval.run for a resumable run (as for the Hugging Face plugins).
+        self.attempt: Optional[int] = None
+        self.cache_identity: Optional[str] = None
         logger.info("vcast_vllm: %s (%s, tp=%d) method=%s ratio=%s params=%s", pretrained, dtype,
                     tensor_parallel_size, method, self.ratio, method_params)
 
@@ -152,6 +157,9 @@ class VCastVLLM(lmms):
         """The live engine itself: lmms-eval's tracker deep-copies the model it logs (the results'
         config), and a vLLM engine (queues, worker state) cannot be copied."""
         return self
+
+    def __repr__(self) -> str:
+        return plugin_repr(self)
 
     # lmms-eval's model interface ----------------------------------------------------------------
     @property
@@ -229,8 +237,11 @@ class VCastVLLM(lmms):
         def by_length(args: tuple) -> tuple[int, str]:
             return -len(self.tokenizer.encode(args[0])), args[0]
 
+        cache = calling_response_cache()  # each batch's answers go into it at once (vcast.eval.resume)
+        behind = RequestsByArgs(requests)
         ordered = lmms_utils.Collator([request.args for request in requests], by_length, grouping=True)
         answers: list[str] = []
+        done = Progress(self.efficiency_dir, 0, self.attempt, len(requests))
         progress = tqdm(total=len(requests), desc=f"vllm {self.method} r={self.ratio:g}")
         for chunk in ordered.get_batched(n=self.batch_size, batch_fn=None):
             contexts, all_gen_kwargs, doc_to_visual, doc_ids, tasks, splits = zip(*chunk)
@@ -256,7 +267,8 @@ class VCastVLLM(lmms):
                                            [doc_ids[i] for i in readable], videos)
                 for index, text in zip(readable, generated):
                     texts[index] = text
-            record_answers(self, texts, contexts, gen_kwargs, until, answers)
+            record_answers(self, texts, behind.take(chunk), gen_kwargs, until, answers, cache)
+            done.add(len(chunk))
             progress.update(len(chunk))
         progress.close()
         return ordered.get_original(answers)
@@ -314,5 +326,5 @@ class VCastVLLM(lmms):
             peak_memory_mb=None, memory_source="none", timer="vllm_request_metrics",
             video_tokens_total=sum(totals), video_tokens_kept=sum(kept),
             prompt_tokens_before=[len(o.prompt_token_ids) + total - k for o, total, k in zip(outputs, totals, kept)],
-            prompt_tokens_after=[len(o.prompt_token_ids) for o in outputs],
+            prompt_tokens_after=[len(o.prompt_token_ids) for o in outputs], attempt=self.attempt,
         ))
