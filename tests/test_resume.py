@@ -268,3 +268,25 @@ def test_an_answer_already_cached_does_not_shift_the_others(tmp_path: Path) -> N
 
     assert cache.execute(Unused(), "generate_until", [request(2), request(1), request(0)]) == ["C", "B", "A"]
     cache.close()
+
+
+def test_a_model_printed_with_its_address_gets_no_fingerprint_check(tmp_path: Path) -> None:
+    """lmms-eval fingerprints ``f"{model}|..."``: a model without a stable print (a stock lmms-eval
+    wrapper) could never find its answers again; its cache is not set aside at every attempt for it."""
+    from vcast.eval.run import begin_attempt
+
+    class Stock:
+        pass
+
+    from lmms_eval.caching.response_cache import ResponseCache
+
+    cache = tmp_path / "cache"
+    for expected in (1, 2):
+        assert begin_attempt(Stock(), "a=1", cache, None) == expected
+        earlier = ResponseCache.create(str(cache), model=Stock(), model_args="a=1")  # an earlier run's database
+        request = Instance(request_type="generate_until", arguments=("q", {}), idx=0,
+                           metadata={"task": "t", "doc_id": expected, "repeats": 1})
+        store_answers(earlier, [request], ["A"])
+        earlier.close()
+    assert [entry["set_aside"] for entry in read_attempts(cache)] == [None, None]
+    assert not list(tmp_path.glob("cache.set-aside-*")) and answered(cache) == 2

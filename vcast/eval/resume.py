@@ -202,11 +202,12 @@ def read_attempts(root: Path) -> list[dict[str, Any]]:
     return attempts
 
 
-def start_attempt(root: Path, fingerprint: str, world_size: int) -> tuple[Attempt, Optional[Path]]:
-    """Before an attempt (rank 0, alone): set a mismatched cache aside, merge the earlier runs and
-    record the attempt; ``(the attempt, where a mismatched cache went or None)``."""
+def start_attempt(root: Path, fingerprint: Optional[str], world_size: int) -> tuple[Attempt, Optional[Path]]:
+    """Before an attempt (rank 0, alone): set a cache of another ``fingerprint`` aside (None: no
+    check), merge the earlier runs and record the attempt; ``(the attempt, where a mismatched cache
+    went or None)``."""
     root = Path(root)
-    aside = check_fingerprint(root, fingerprint) if root.exists() else None
+    aside = check_fingerprint(root, fingerprint) if root.exists() and fingerprint is not None else None
     root.mkdir(parents=True, exist_ok=True)
     before = consolidate(root)
     number = len(read_attempts(root)) + 1

@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -30,6 +31,7 @@ from typing import Any, Optional, Sequence
 logger = logging.getLogger("vcast.eval.run")
 
 TASKS_DIR = Path(__file__).parent / "tasks"
+UNSTABLE_REPR = re.compile(r" at 0x[0-9a-fA-F]+>")  # Python's default object print
 SUMMARY_FILE = "run_summary.json"
 
 
@@ -64,9 +66,16 @@ def begin_attempt(lm: Any, model_args: str, cache: Path, identity: Optional[str]
 
     if hasattr(lm, "cache_identity"):
         lm.cache_identity = identity
+    fingerprint: Optional[str] = model_fingerprint(lm, model_args)
+    if UNSTABLE_REPR.search(repr(lm)):
+        # lmms-eval keys answers with this print, so no later run can find them: say so, and do not
+        # set the cache aside each time for it
+        logger.warning("%s prints with its memory address (%r): lmms-eval's response cache will not find this "
+                       "run's answers in a later one; vcast's plugins print stably", type(lm).__name__, repr(lm))
+        fingerprint = None
     state = PartialState()
     if state.is_main_process:
-        start_attempt(cache, model_fingerprint(lm, model_args), state.num_processes)
+        start_attempt(cache, fingerprint, state.num_processes)
     state.wait_for_everyone()
     number = int(read_attempts(cache)[-1]["attempt"])
     if hasattr(lm, "attempt"):
