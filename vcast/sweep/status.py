@@ -3,9 +3,10 @@ efficiency figures, read from the cells' folders (nothing is re-run).
 
 A cell is ``ok``, ``partial (limit N)`` (a smoke run), ``failed``/``oom``/``incomplete``,
 ``running`` (a job holds its lock), ``interrupted`` (a staging folder that no job holds: the next
-sweep resumes it), both with ``answered/total`` items of the cell, or ``pending`` (in a sweep's plan, not started). Pending cells come from the
-plans sweeps write when they start (``<results>/.hydra/sweep/*/progress.json``), or from
-``--grid experiment=<name> ...`` (the sweep's own words) for a sweep not started yet.
+sweep resumes it), both with the cell's ``answered/total`` items, or ``pending`` (in a sweep's
+plan, not started). Pending cells come from the plans sweeps write when they start
+(``<results>/.hydra/sweep/*/progress.json``), or from ``--grid experiment=<name> ...`` (the sweep's
+own words) for a sweep not started yet.
 """
 
 from __future__ import annotations
