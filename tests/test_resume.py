@@ -290,3 +290,27 @@ def test_a_model_printed_with_its_address_gets_no_fingerprint_check(tmp_path: Pa
         earlier.close()
     assert [entry["set_aside"] for entry in read_attempts(cache)] == [None, None]
     assert not list(tmp_path.glob("cache.set-aside-*")) and answered(cache) == 2
+
+
+def test_an_unreadable_run_database_is_rebuilt_from_its_journal(tmp_path: Path) -> None:
+    """A rank's database cut short (a copy to a network file system killed half-way) is no
+    database; its journal still has every answer, and the merge takes them from there."""
+    from lmms_eval.caching.response_cache import ResponseCache
+
+    cache = ResponseCache.create(str(tmp_path), model="M", model_args="")
+    requests = [Instance(request_type="generate_until", arguments=(f"q{doc}", {}), idx=0,
+                         metadata={"task": "t", "doc_id": doc, "repeats": 1}) for doc in range(3)]
+    store_answers(cache, requests, ["A", "B", "C"])
+    cache.close()
+    [database] = tmp_path.glob("runs/*/rank_0.db")
+    database.write_bytes(b"not a database, cut short")
+    attempt, _ = start_attempt(tmp_path, None, 1)
+    assert attempt.answered_before == 3
+
+    class Unused:
+        def generate_until(self, requests: list) -> list:
+            raise AssertionError(f"{len(requests)} request(s) not recovered")
+
+    again = ResponseCache.create(str(tmp_path), model="M", model_args="")
+    assert again.execute(Unused(), "generate_until", requests) == ["A", "B", "C"]
+    again.close()

@@ -135,16 +135,11 @@ def consolidate(root: Path) -> int:
     root = Path(root)
     runs = sorted(path for path in (root / RUNS_DIR).glob("*") if path.is_dir() and not path.name.startswith("."))
     for run in runs:
-        databases = sorted(run.glob("rank_*.db"))
+        databases = sorted({*run.glob("rank_*.db"),
+                            *(path.with_name(path.name.replace(".audit.jsonl", ".db"))
+                              for path in run.glob("rank_*.audit.jsonl"))})
         for database in databases:
-            # Opening a rank's database replays its journal: an answer fsynced there but not yet
-            # upserted (killed in between) is recovered; a torn last line is skipped.
-            ResponseCache(db_path=str(database), audit_path=str(database.with_suffix(".audit.jsonl"))).close()
-        for journal in sorted(run.glob("rank_*.audit.jsonl")):
-            database = run / journal.name.replace(".audit.jsonl", ".db")
-            if not database.exists():
-                ResponseCache(db_path=str(database), audit_path=str(journal)).close()
-                databases.append(database)
+            _recover(database, database.with_suffix(".audit.jsonl"))
         if databases:
             ResponseCache.merge_shards([str(path) for path in databases], str(root / ROOT_DB))
         journals = sorted(run.glob("rank_*.audit.jsonl"))
@@ -155,6 +150,22 @@ def consolidate(root: Path) -> int:
     if (root / ROOT_DB).is_file():
         _settle(root / ROOT_DB)
     return answered(root)
+
+
+def _recover(database: Path, journal: Path) -> None:
+    """Bring a rank's database up to its journal (lmms-eval replays the journal when it opens one:
+    an answer fsynced there but not yet upserted, killed in between, is recovered; a torn last line
+    is skipped). A database that is no database any more (a copy cut short, on a network file
+    system) is rebuilt from the journal alone."""
+    from lmms_eval.caching.response_cache import ResponseCache
+
+    try:
+        ResponseCache(db_path=str(database), audit_path=str(journal)).close()
+    except sqlite3.DatabaseError as error:
+        logger.warning("response cache %s is unreadable (%s): rebuilt from its journal %s", database, error, journal)
+        for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
+            path.unlink(missing_ok=True)
+        ResponseCache(db_path=str(database), audit_path=str(journal)).close()
 
 
 def answered(root: Path) -> int:
