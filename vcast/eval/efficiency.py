@@ -147,7 +147,7 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     seen: set[tuple[str, int]] = set()
     unique = []
     for record in records:
-        docs = set(_items(record))
+        docs = set(record_items(record))
         if docs - seen:
             unique.append(record)
             seen |= docs
@@ -183,7 +183,7 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     return out
 
 
-def _items(record: dict[str, Any]) -> list[tuple[str, int]]:
+def record_items(record: dict[str, Any]) -> list[tuple[str, int]]:
     """``(task, doc_id)`` of each item of a call (records from before ``tasks`` carry one task)."""
     tasks = record.get("tasks") or [record["task"]] * len(record["doc_ids"])
     return list(zip(tasks, record["doc_ids"]))
@@ -194,7 +194,7 @@ def per_task(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
     shares its call's time equally among its items."""
     out: dict[str, dict[str, float]] = {}
     for record in records:
-        items = _items(record)
+        items = record_items(record)
         for task, _ in items:
             entry = out.setdefault(task, {"items": 0, "prefill_latency_s": 0.0, "generation_latency_s": 0.0})
             entry["items"] += 1

@@ -38,11 +38,13 @@ import socket
 import sqlite3
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from vcast.atomic_files import atomic_write_json
+from vcast.eval.efficiency import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +59,6 @@ SET_ASIDE_MARK = ".set-aside-"
 CHECKPOINT_INTERVAL_ENV = "LMMS_CACHE_CHECKPOINT_INTERVAL"
 # How far up the stack the evaluating ResponseCache may be: its execute() calls the model directly.
 _CALLER_DEPTH = 4
-
-
-def progress_file(directory: Path, rank: int) -> Path:
-    return Path(directory) / f"progress.rank{rank}.json"
 
 
 def model_fingerprint(model: Any, model_args: str) -> str:
@@ -109,6 +107,13 @@ def recorded_fingerprints(root: Path) -> dict[str, str]:
     return found
 
 
+def set_aside(path: Path, stem: str) -> Path:
+    """Rename ``path`` to ``<stem>.set-aside-<time>-<unique>`` beside it (kept, never deleted); the new path."""
+    aside = path.with_name(f"{stem}{SET_ASIDE_MARK}{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}")
+    os.replace(path, aside)
+    return aside
+
+
 def check_fingerprint(root: Path, fingerprint: str) -> Optional[Path]:
     """Set the cache at ``root`` aside (renamed to ``<root>.set-aside-<time>``) when a database in it
     records another model fingerprint than ``fingerprint``; where it went, or None when it matches
@@ -118,8 +123,7 @@ def check_fingerprint(root: Path, fingerprint: str) -> Optional[Path]:
     if not others:
         return None
     path, found = next(iter(others.items()))
-    aside = root.with_name(f"{root.name}{SET_ASIDE_MARK}{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-    os.replace(root, aside)
+    aside = set_aside(root, root.name)
     logger.warning("the response cache %s answers another request: %s records fingerprint %.300s, this run is "
                    "%.300s. It is set aside as %s and the run starts afresh", root, path, found, fingerprint, aside)
     return aside
@@ -201,16 +205,7 @@ class Attempt:
 
 def read_attempts(root: Path) -> list[dict[str, Any]]:
     """The attempts recorded in ``<root>/attempts.jsonl`` (a torn last line is skipped)."""
-    path = Path(root) / ATTEMPTS_FILE
-    if not path.is_file():
-        return []
-    attempts = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            attempts.append(json.loads(line))
-        except ValueError:
-            continue
-    return attempts
+    return read_jsonl(root, ATTEMPTS_FILE)
 
 
 def start_attempt(root: Path, fingerprint: Optional[str], world_size: int) -> tuple[Attempt, Optional[Path]]:
@@ -275,7 +270,7 @@ class Progress:
     written."""
 
     def __init__(self, directory: Optional[Path], rank: int, attempt: Optional[int], to_compute: int) -> None:
-        self.path = None if directory is None else progress_file(directory, rank)
+        self.path = None if directory is None else Path(directory) / f"progress.rank{rank}.json"
         self.state = {"attempt": attempt, "to_compute": to_compute, "computed": 0}
         self._write()
 
@@ -288,10 +283,11 @@ class Progress:
             atomic_write_json(self.path, {**self.state, "updated_at": time.time()})
 
 
-def cell_progress(root: Path, progress_dir: Path) -> Optional[tuple[int, Optional[int]]]:
-    """``(answered, total)`` of the cache at ``root`` for ``status``: the answers it holds, and
-    what the latest attempt's ranks said (in ``progress_dir``) they had to compute on top of those
-    it started with (None until they said); None when there is no cache."""
+def cell_progress(root: Path, progress_dir: Path) -> Optional[tuple[int, Optional[int], int]]:
+    """``(answered, total, attempts)`` of the cache at ``root`` for ``status``: the answers it
+    holds, what the latest attempt's ranks said (in ``progress_dir``) they had to compute on top of
+    those it started with (None until they said), and how many attempts started; None when there
+    is no cache."""
     root = Path(root)
     attempts = read_attempts(root)
     if not attempts:
@@ -307,5 +303,6 @@ def cell_progress(root: Path, progress_dir: Path) -> Optional[tuple[int, Optiona
             ranks.append(state)
     done = answered(root)
     if not ranks:
-        return done, None
-    return done, int(latest.get("answered_before", 0)) + sum(int(state["to_compute"]) for state in ranks)
+        return done, None, len(attempts)
+    total = int(latest.get("answered_before", 0)) + sum(int(state["to_compute"]) for state in ranks)
+    return done, total, len(attempts)

@@ -51,7 +51,7 @@ from vcast.report.site_writer import SiteWriter
 from vcast.report.site_items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, \
     write_kept_map
 from vcast.report.tables import build_table
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, REPRODUCE
+from vcast.sweep.cell import CELL_FILE, DONE_FILE, REPRODUCE, read_cell
 from vcast.sweep.status import cell_dirs, cell_status, planned_cells
 
 logger = logging.getLogger(__name__)
@@ -202,7 +202,8 @@ def find_experiments(root: Path, exclude: Optional[Path] = None) -> list[Experim
     for folder in sorted(groups):
         cells = []
         for cell_dir in groups[folder]:
-            record = _read_json(cell_dir / CELL_FILE)
+            record = read_cell(cell_dir)
+            record = record if isinstance(record, dict) else None
             status = cell_status(cell_dir)
             cells.append(SiteCell(cell_dir, cell_dir.relative_to(folder).as_posix(), status, cell_state(status),
                                   record))
@@ -220,14 +221,6 @@ def find_experiments(root: Path, exclude: Optional[Path] = None) -> list[Experim
         tables, analyses, figures = report_files(folder, product, experiment, profile, exclude)
         experiments.append(Experiment(name, folder, slug, cells, product, tables, analyses, figures))
     return experiments
-
-
-def _read_json(path: Path) -> Optional[dict[str, Any]]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def cell_label(cell: SiteCell, several_frames: bool) -> str:

@@ -135,12 +135,17 @@ def experiment_folder(experiment: str, profile: str) -> str:
     return experiment if profile == REPRODUCE else f"{experiment}-{profile}"
 
 
-def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:
-    """``cell.json`` of ``cell_dir``, or None when there is none (or it is unreadable)."""
+def read_json(path: Path) -> Optional[Any]:
+    """The JSON in ``path``, or None when there is none (or it is unreadable)."""
     try:
-        return json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:
+    """``cell.json`` of ``cell_dir``, or None when there is none (or it is unreadable)."""
+    return read_json(cell_dir / CELL_FILE)
 
 
 def why_incomplete(cell_dir: Path, record: Optional[dict[str, Any]] = None) -> Optional[str]:

@@ -32,17 +32,16 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from vcast.atomic_files import atomic_write_json, swap_in_dir
-from vcast.eval.efficiency import read_records, summarize
+from vcast.eval.efficiency import read_records, record_items, summarize
 from vcast.eval.missing_visuals import read_missing
+from vcast.eval.resume import read_attempts, set_aside
 from vcast.eval.run import SUMMARY_FILE
-from vcast.eval.resume import read_attempts
 from vcast.sweep.cell import (CELL_FILE, DONE_FILE, CellSpec, cell_identity, identity_digest, identity_mismatch,
-                              is_complete, read_cell)
+                              is_complete, read_cell, read_json)
 from vcast.sweep.progress_relay import ProgressRelay
 
 logger = logging.getLogger(__name__)
@@ -231,8 +230,7 @@ def work_dir(cell_dir: Path) -> Path:
 
 
 def _set_aside(path: Path, cell_dir: Path, why: str) -> Path:
-    aside = cell_dir.parent / f".{cell_dir.name}.set-aside-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    os.replace(path, aside)
+    aside = set_aside(path, f".{cell_dir.name}")
     logger.warning("%s: %s; set aside as %s", cell_dir.name, why, aside)
     return aside
 
@@ -252,7 +250,7 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
         os.replace(cell_dir, work)  # a failed attempt's folder: its answers are reused
     if work.exists() and not resume:
         notes.append(f"resume=false: earlier partial work set aside as {_set_aside(work, cell_dir, 'resume=false')}")
-    recorded = _read_json(work / CACHE_DIR / IDENTITY_FILE)
+    recorded = read_json(work / CACHE_DIR / IDENTITY_FILE)
     if work.exists() and recorded is not None and recorded != identity:
         changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
         why = f"its response cache answers another request ({', '.join(changed)} differ)"
@@ -264,13 +262,6 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
     (work / CACHE_DIR).mkdir(parents=True, exist_ok=True)
     atomic_write_json(work / CACHE_DIR / IDENTITY_FILE, identity)
     return work, notes
-
-
-def _read_json(path: Path) -> Optional[Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
@@ -402,19 +393,20 @@ def _stop(process: subprocess.Popen, grace_s: float) -> None:
         process.wait()
 
 
+def latest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` from the last attempt's to the first's (records without an attempt count as
+    attempt 0, before any resumable one; file order within an attempt): an item's first record
+    in this order is the one whose answer the cell reports."""
+    return sorted(records, key=lambda r: -(r.get("attempt") or 0))
+
+
 def item_attempts(records: list[dict[str, Any]]) -> dict[tuple[str, int], Optional[int]]:
-    """``{(task, doc id): attempt}``: the last attempt whose records computed each item (records
-    without an attempt count as attempt 0, before any resumable one)."""
+    """``{(task, doc id): attempt}``: the last attempt whose records computed each item."""
     owner: dict[tuple[str, int], Optional[int]] = {}
-    for record in sorted(records, key=lambda r: r.get("attempt") or 0):
-        for item in _record_items(record):
-            owner[item] = record.get("attempt")
+    for record in latest_first(records):
+        for item in record_items(record):
+            owner.setdefault(item, record.get("attempt"))
     return owner
-
-
-def _record_items(record: dict[str, Any]) -> list[tuple[str, int]]:
-    tasks = record.get("tasks") or [record["task"]] * len(record["doc_ids"])
-    return list(zip(tasks, record["doc_ids"]))
 
 
 def _collect(staging: Path) -> dict[str, Any]:
@@ -452,11 +444,10 @@ def _efficiency(staging: Path) -> dict[str, Any]:
     throughput are the finishing attempt's only when it computed every item; a cell finished over
     several attempts has no wall time of one evaluation (None; ``resumed_over`` says how many)."""
     records = read_records(staging / EFFICIENCY_DIR)
-    latest_first = sorted(records, key=lambda r: -(r.get("attempt") or 0))
     computing = {r.get("attempt") for r in records}
     summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
     wall = summary["wall_s"] if len(computing) <= 1 and summary.get("attempt") in computing else None
-    out = summarize(latest_first, wall)
+    out = summarize(latest_first(records), wall)
     if wall is None and records:
         out["resumed_over"] = len(computing)
     return out

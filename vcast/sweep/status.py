@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from vcast.eval.resume import cell_progress, read_attempts
+from vcast.eval.resume import cell_progress
 from vcast.sweep.cell import CELL_FILE, is_complete, read_cell
 from vcast.sweep.execute import CACHE_DIR, EFFICIENCY_DIR, work_dir
 from vcast.sweep.progress import PROGRESS_FILE
@@ -84,8 +84,8 @@ def answered_note(cell_dir: Path) -> str:
     found = cell_progress(work / CACHE_DIR, work / EFFICIENCY_DIR)
     if found is None:
         return ""
-    done, total = found
-    return f" ({done}/{'?' if total is None else total} answered, attempt {len(read_attempts(work / CACHE_DIR))})"
+    done, total, attempts = found
+    return f" ({done}/{'?' if total is None else total} answered, attempt {attempts})"
 
 
 def cell_status(cell_dir: Path) -> str:
