@@ -1,11 +1,14 @@
-# make test   -- install into .venv if needed, then run the test suite (what CI runs); then, in .venv-vllm
-#                (built by make setup-vllm if needed), the vLLM equality test (make test-vllm); then a cell
-#                finished over SLURM requeues on the test cluster (make test-requeue, a few minutes)
+# make test   -- install into .venv (and .venv-vllm beside it) if needed, then run the test suite (what CI
+#                runs); then, side by side, the vLLM equality test (make test-vllm), a cell finished over SLURM
+#                requeues on the test cluster (make test-requeue, a few minutes) and the docs' shell examples
+#                in a fresh copy of the repository (make test-docs)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark's 300 held-out items on the
-#                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (vanilla and every method
-#                of configs/experiment/demo.yaml at r = 0.15 / 0.25 / 0.35), print the cells' status, write
+#                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (the 10 cells of
+#                configs/experiment/demo.yaml at r = 0.25: a few minutes), print the cells' status, write
 #                the results table (± bootstrap intervals), the per-sample analysis (loyalty, flips, paired
-#                intervals) and the trade-off figure, and print the table and the analysis
+#                intervals) and the trade-off figure, and print the summary table and the analysis
+# make demo-full -- the same for the whole grid (configs/experiment/demo_full.yaml: 67 cells, every method at
+#                r = 0.15 / 0.25 / 0.35), reusing make demo's cells: the README's full table
 # make demo-model -- retrain the demo model from scratch (vcast.demo_model) into checkpoints/demo_qwen3_vl
 # make status -- one line per cell under $(RESULTS) (ok, partial, failed, oom, running, interrupted, pending)
 # make site   -- the static results site of the demo (results/demo/site/index.html, opens from disk)
@@ -34,7 +37,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-docs test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -48,7 +51,8 @@ $(SLURM_STAMP): scripts/install_slurm.sh scripts/apt_best_effort.sh | $(STAMP)
 	bash scripts/install_slurm.sh
 	touch $(SLURM_STAMP)
 
-$(CHROMIUM_STAMP): scripts/install_chromium.sh scripts/apt_best_effort.sh | $(STAMP)
+# After SLURM's: two apt-gets at once would fight over dpkg's lock (make test builds its prerequisites in parallel).
+$(CHROMIUM_STAMP): scripts/install_chromium.sh scripts/apt_best_effort.sh | $(STAMP) $(SLURM_STAMP)
 	bash scripts/install_chromium.sh
 	touch $(CHROMIUM_STAMP)
 
@@ -64,10 +68,19 @@ $(STAMP): pyproject.toml constraints.txt
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
-test: $(STAMP) $(SLURM_STAMP) $(CHROMIUM_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not requeue"
-	$(MAKE) test-vllm
-	$(MAKE) test-requeue
+# The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's);
+# after the main run, three stages that run on their own side by side: the vLLM tests, the requeue test (mostly
+# SLURM's scheduling ticks) and the docs' examples in a fresh copy of the repository. make's --output-sync
+# prints each target's output whole when it ends.
+test:
+	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not requeue and not fresh_clone"
+	$(MAKE) -j3 --output-sync=target test-vllm test-requeue test-docs
+
+# Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
+# checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).
+test-docs: $(STAMP)
+	$(BIN)/python -m pytest tests/test_docs.py -m fresh_clone -v
 
 # A cell longer than its SLURM job's time limit, finished over requeues on the test cluster
 # (tests/test_slurm_requeue.py: a few minutes of mostly waiting, so on its own, after the main run).
@@ -157,12 +170,21 @@ synth-heldout: $(STAMP)
 demo-model: $(STAMP)
 	$(BIN)/python -m vcast.demo_model.train --out $(DEMO_MODEL) --overwrite
 
-demo: $(STAMP) synth-data synth-heldout
+demo: $(STAMP) synth-heldout
 	$(BIN)/python -m vcast.demo_model.verify $(DEMO_MODEL)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo -m
 	$(BIN)/python -m vcast.sweep.status results/demo
 	$(BIN)/python -m vcast.report build demo   # the target's own outputs (vcast/report/products.py), figures at the cells' input
-	@cat results/demo/demo.md results/demo/demo-analysis.md
+	@cat results/demo/demo-summary.md results/demo/demo-analysis.md
+
+# The demo's whole grid (configs/experiment/demo_full.yaml: 67 cells, every method at r = 0.15 / 0.25 / 0.35) into
+# the same folder, reusing make demo's cells; the README's full table.
+demo-full: $(STAMP) synth-heldout
+	$(BIN)/python -m vcast.demo_model.verify $(DEMO_MODEL)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m vcast.sweep experiment=demo_full -m
+	$(BIN)/python -m vcast.sweep.status results/demo
+	$(BIN)/python -m vcast.report build demo
+	@cat results/demo/demo-summary.md results/demo/demo-analysis.md
 
 $(REPORT_TABLES): table-%: $(STAMP)
 	$(REPORT) $*

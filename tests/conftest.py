@@ -102,11 +102,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     3.8, ``--dist loadgroup`` was measured not to keep a group on one worker, so each worker that
     gets one starts its own cluster, with its own ports; tests/support/shared_once.py shares a
     result across workers where that matters)."""
+    turn: dict[str, int] = {}  # a slow test's place among its module's slow tests
+
     def order(item: pytest.Item) -> tuple[int, int]:
         name = getattr(item, "originalname", item.name)
         if name in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(name)
-        return (1 if item.get_closest_marker("slow") else 2), 0
+        if item.get_closest_marker("slow"):
+            # Round-robin over the modules: the tests of a module that share one expensive fixture
+            # (tests/support/shared_once.py) do not start side by side, one worker waiting for the other.
+            module = item.nodeid.split("::")[0]
+            turn[module] = turn.get(module, -1) + 1
+            return 1, turn[module]
+        return 2, 0
 
     items.sort(key=order)  # stable: file order within each rank
     for item in items:

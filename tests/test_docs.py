@@ -10,8 +10,11 @@ them."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,7 @@ MARKER = re.compile(r"^<!-- no-run:.*-->$", re.M)  # a marker on its own line
 FENCE = re.compile(r"(?:<!-- no-run: (?P<why>[^>]*?) -->\n)?```(?P<lang>[a-z]*)\n(?P<code>.*?)```", re.S)
 # Blocks that cannot run here (a GPU, real checkpoints, benchmark data), per page: a new one must
 # be counted here on purpose.
-NO_RUN = {"README.md": 3, "docs/vllm.md": 1}
+NO_RUN = {"README.md": 3, "docs/fidelity.md": 1, "docs/harness.md": 2, "docs/report.md": 2, "docs/vllm.md": 1}
 CONFIGS = REPO / "configs"
 TASKS = REPO / "vcast" / "eval" / "tasks"
 
@@ -164,3 +167,122 @@ def test_shell_blocks_name_what_exists(page: Path) -> None:
             assert importlib.util.find_spec(module) is not None, where
             if module in CHECKS:
                 CHECKS[module](_after(line, f"python -m {module}"), where)
+
+
+# Shell examples that a fresh clone's run leaves to the tests named: minutes of work, another
+# environment, the network. Matched on the line's first words; everything else runs.
+ELSEWHERE = {
+    "make test": "the suite itself",
+    "make demo": "4-5 minutes: tests/test_report_tables.py runs the demo's grid and report (2 items)",
+    "make demo-full": "20-60 minutes: the same grid as make demo, more cells",
+    "make demo-model": "17 minutes of training: tests/test_demo_model.py trains a few steps",
+    "make demo-vllm": "the vLLM environment (make test-vllm)",
+    "make setup-vllm": "the vLLM environment (make test-vllm)",
+    "make setup-vllm-eval": "the vLLM environment (make test-vllm)",
+    "make test-vllm": "the vLLM environment (make test-vllm)",
+    "make bench-vllm": "the vLLM environment (make test-vllm)",
+    ".venv-vllm/bin/python": "the vLLM environment (make test-vllm)",
+    "make gpu-check": "tests/test_gpucheck.py runs its CPU mode",
+    "OUT=/tmp/gpu-check make gpu-check": "tests/test_gpucheck.py runs its CPU mode",
+    "python -m vcast.gpucheck": "tests/test_gpucheck.py runs its CPU mode",
+    "python -m vcast.demo_model.train": "training: tests/test_demo_model.py trains a few steps",
+    "python scripts/bench_baselines.py": "a benchmark of minutes: tests/test_scripts.py runs it small",
+    "echo /.whl/": "edits .git/info/exclude for the device's wheels (docs/gpu.md)",
+    "python3 -m pip download": "the network",
+}
+PREREQUISITE = re.compile(r"[Aa]fter `make ([\w -]+)`")
+
+
+def _fresh_clone(destination: Path) -> Path:
+    """The files a fresh clone has (tracked, and untracked ones git does not ignore: no built
+    checkpoints, data or results), modification times kept, with this checkout's ``.venv``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    (destination / ".venv").symlink_to(REPO / ".venv")
+    return destination
+
+
+def _examples(page: Path) -> list[tuple[list[str], set[str]]]:
+    """Each runnable shell block of ``page`` (not marked no-run): its command lines, and the make
+    targets its prose names as prerequisites (``after `make tiny-checkpoints synth-data```)."""
+    text = page.read_text(encoding="utf-8")
+    blocks, previous_end = [], 0
+    for block in FENCE.finditer(text):
+        prose = text[previous_end:block.start()]
+        previous_end = block.end()
+        if block["lang"] not in ("bash", "sh") or block["why"] is not None:
+            continue
+        lines = [line.split("  #")[0].strip() for line in block["code"].replace("\\\n", " ").splitlines()]
+        lines = [line for line in lines if line and not line.startswith("#")]
+        needed = {target for found in PREREQUISITE.findall(prose) for target in found.split()}
+        blocks.append((lines, needed))
+    return blocks
+
+
+def _without_options(line: str) -> str:
+    """``line`` without its ``--option value`` words: what stays the same between variants of one command."""
+    words, kept = shlex.split(line), []
+    for word in words:
+        if word.startswith("--") or (kept and kept[-1].startswith("--")):
+            kept.append(word)
+    return " ".join(word for word in words if word not in kept)
+
+
+RUNNABLE_PAGES = [page for page in PAGES if any(
+    not any(line.startswith(prefix) for prefix in ELSEWHERE) for lines, _ in _examples(page) for line in lines)]
+
+
+@pytest.mark.slow
+@pytest.mark.fresh_clone
+@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=[_name(p) for p in RUNNABLE_PAGES])
+def test_shell_examples_run_on_a_fresh_clone(page: Path, tmp_path: Path) -> None:
+    """Every shell example, as written, in a fresh clone (nothing built, no data, no results): it
+    succeeds, or ends with an error of its own (no Python traceback from vcast) and, where the page
+    names its prerequisites (``after `make X```), some line of the example names ``make X``."""
+    clone = _fresh_clone(tmp_path / "clone")
+    env = {**os.environ, "PATH": f"{clone / '.venv' / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(clone),
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONUNBUFFERED": "1"}
+    for name in ("VCAST_TINY_QWEN3VL", "VCAST_DEMO_QWEN3VL", "VCAST_SLURM_PARTITION"):
+        env.pop(name, None)
+    problems, seen = [], set()
+    for lines, needed in _examples(page):
+        outputs = []
+        for line in lines:
+            if any(line.startswith(prefix) for prefix in ELSEWHERE) or _without_options(line) in seen:
+                continue  # the same command with other --options ran already (test_shell_blocks_name_what_exists parses them)
+            seen.add(_without_options(line))
+            run = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True,
+                                 timeout=300)
+            output = run.stdout + run.stderr
+            outputs.append(output)
+            own_traceback = "Traceback" in output and not line.startswith("lmms-eval")
+            if run.returncode != 0 and (own_traceback or not output.strip()):
+                problems.append(f"{line}: exit {run.returncode} without an error of its own:\n{output[-1500:]}")
+        if needed and outputs and not any(f"make {target}" in out for out in outputs for target in needed):
+            problems.append(f"{lines}: no line names its prerequisite (make {' / make '.join(sorted(needed))}):\n"
+                            + "\n".join(out[-800:] for out in outputs))
+    assert not problems, "\n\n".join(problems)
+
+
+def test_the_readme_demo_table_is_the_summary_make_demo_full_prints() -> None:
+    """The README's demo table is ``make demo-full``'s ``results/demo/demo-summary.md`` as printed:
+    its header (ratios ascending, the paired column at the smallest), its rows in the grid's order,
+    each method by the one name every output uses."""
+    from vcast.report.names import method_name
+    from vcast.sweep.grid import experiment_methods
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = text[text.index("**What the demo shows.**"):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = lines[start:next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))]
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    assert header == ["Method", "r = 0.15", "r = 0.25", "r = 0.35", "Δ vs V-CAST, r = 0.15"]
+    printed = [row.strip("|").split("|")[0].strip().replace("**", "") for row in table[2:]]
+    names = [method_name(method) for method in experiment_methods("demo")]
+    assert len(printed) == len(names)
+    for shown, name in zip(printed, names):  # the name, then at most a footnote mark (¹, ¹⁰)
+        assert shown.startswith(name) and re.fullmatch("[⁰¹²³⁴⁵⁶⁷⁸⁹]*", shown[len(name):]), (shown, name)

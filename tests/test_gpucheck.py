@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.shared_once import shared_once
 import vcast
 from vcast.gpucheck import PARTS, cuda_tests, efficiency, models, pipeline
 from vcast.gpucheck.__main__ import GPU_BUDGET_S, gpu_settings
@@ -29,16 +30,19 @@ REPO = Path(__file__).resolve().parents[1]
 BLOCKED = ("hydra", "omegaconf", "lmms_eval", "decord", "av", "submitit", "wandb", "qwen_vl_utils")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("gpu-check")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    env.pop("OUT", None)
-    done = subprocess.run([sys.executable, "-m", "vcast.gpucheck", "--cpu-small", "--out", str(out)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "mode cpu-small" in done.stdout and "0 failed" in done.stdout
-    return out
+    """The kit's CPU mode, run once per session across pytest-xdist workers (tests/support/shared_once.py)."""
+    def run(folder: Path) -> None:
+        out = folder / "kit"  # only the kit's files (shared_once marks the folder itself)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+        env.pop("OUT", None)
+        done = subprocess.run([sys.executable, "-m", "vcast.gpucheck", "--cpu-small", "--out", str(out)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert "mode cpu-small" in done.stdout and "0 failed" in done.stdout
+
+    return shared_once(tmp_path_factory, "gpu-check", run) / "kit"
 
 
 def test_cpu_mode_writes_every_file_and_checks_every_method(cpu_run: Path) -> None:

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import vcast
-from vcast.input_plan import InputPlan
+from vcast.input_methods import InputPlan
 from vcast.registry import is_input_method, is_token_method
 
 CONTEXT = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"

@@ -88,13 +88,14 @@ def test_facts_must_fit_the_variants() -> None:
     assert "facts_probe" not in available_methods()
 
 
-def test_the_demo_runs_every_method() -> None:
-    """``make demo`` runs every registered method (but PDrop, whose layer-averaged ratio must exceed
-    1/4 on the 4-layer demo model), and V-CAST with uniform allocation besides: a new method is one
-    word in configs/experiment/demo.yaml."""
-    import yaml
+def test_the_full_demo_runs_every_method() -> None:
+    """``make demo-full`` runs every registered method (but PDrop, whose layer-averaged ratio must
+    exceed 1/4 on the 4-layer demo model), and V-CAST with uniform allocation besides: a new method
+    is one word in configs/experiment/demo_full.yaml. ``make demo``'s 10 come first, in its order."""
+    from vcast.sweep.grid import experiment_methods
 
-    demo = yaml.safe_load((REPO / "configs" / "experiment" / "demo.yaml").read_text(encoding="utf-8"))
-    listed = set(str(demo["hydra"]["sweeper"]["params"]["method"]).split(","))
-    assert sorted(set(available_methods()) - {"pdrop"} - listed) == []
-    assert sorted(listed - set(available_methods())) == ["vcast_uniform"]
+    listed = experiment_methods("demo")  # demo.yaml's, then demo_full.yaml's others
+    assert sorted(set(available_methods()) - {"pdrop"} - set(listed)) == []
+    assert sorted(set(listed) - set(available_methods())) == ["vcast_uniform"]
+    assert listed[:10] == ["vanilla", "vcast", "vcast_uniform", "uniform", "random", "visionzip", "fastvid",
+                           "holitom", "vidcom2", "flashvid"]

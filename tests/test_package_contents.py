@@ -1,7 +1,7 @@
 """The installed packages hold only what users run; what only the tests use lives in ``tests/``.
 
-``pyproject.toml`` installs ``vcast`` and ``baselines`` (``packages.find``: ``vcast*``,
-``baselines*``). No module of theirs may import ``tests`` (an installed vcast has no ``tests``),
+``pyproject.toml`` installs ``vcast``, ``baselines`` and ``hydra_plugins.vcast_sweeper`` (``packages.find``:
+``vcast*``, ``baselines*``, ``hydra_plugins*``; Hydra finds a sweeper only under that namespace). No module of theirs may import ``tests`` (an installed vcast has no ``tests``),
 and none may be a module that nothing but the tests uses (a test cluster, a results generator:
 those belong in ``tests/support/``).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("vcast", "baselines")
+PACKAGES = ("vcast", "baselines", "hydra_plugins")  # hydra_plugins.vcast_sweeper: the sweep's Hydra sweeper
 DOTTED = re.compile(r"^(?:vcast|baselines)(?:\.\w+)+(?::\w+)?$")
 PATH = re.compile(r"^(?:vcast|baselines)(?:/\w+)+\.py$")
 # What only the tests use, moved out of the installed package (never back).
@@ -120,6 +120,8 @@ def _loaded_by_name(modules: dict[str, Path]) -> set[str]:
     loaded = set()
     for name, path in modules.items():
         if path.name in ("__init__.py", "__main__.py"):
+            loaded.add(name)
+        if name.startswith("hydra_plugins."):  # Hydra imports every module of the namespace to find its plugins
             loaded.add(name)
         init = path.parent / "__init__.py"
         parent_init = path.parent.parent / "__init__.py"

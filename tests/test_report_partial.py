@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,24 @@ def _cell(root: Path, experiment: str, model: str, method: str, ratio: float, va
         record["missing_visuals"] = {"count": missing, "items": []}
         (cell / "cell.json").write_text(json.dumps(record))
     return cell
+
+
+def test_partial_cells_and_unreadable_videos_are_logged_once_per_reason(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A smoke sweep's cells share their limit: one WARNING with the count and a few cells."""
+    for method in ("random", "uniform", "vcast", "visionzip"):
+        _cell(tmp_path, "demo", "tiny", method, 0.25, 40.0, limit=5, missing=2 if method == "vcast" else 0)
+    _cell(tmp_path, "demo", "tiny", "vidcom2", 0.25, 40.0, limit=3)
+    with caplog.at_level(logging.WARNING, logger="vcast.report.collect"):
+        collect(tmp_path)
+    cell = "demo/tiny/32f/{}/r0.25/mlvu"
+    assert [record.getMessage() for record in caplog.records if record.name == "vcast.report.collect"] == [
+        "4 cell(s) are partial runs (limit 5): their numbers are marked, not a full result: "
+        f"{cell.format('random')}, {cell.format('uniform')}, {cell.format('vcast')}, … (1 more)",
+        f"1 cell(s) are partial runs (limit 3): their numbers are marked, not a full result: {cell.format('vidcom2')}",
+        "1 cell(s) had items with no readable video (answered empty; how many in brackets): "
+        f"{cell.format('vcast')} (2)",
+    ]
 
 
 def test_a_partial_cell_is_refused_by_a_paper_table_unless_allowed(tmp_path: Path,

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.shared_once import shared_demo_sweep
 from vcast.kept_records import read_records
-from vcast.report.__main__ import main
+from vcast.report.__main__ import main, qualitative_folder
 from vcast.report.collect import collect
 from vcast.report.figures import build_budget_profiles
 from vcast.report.per_sample import collect_items
@@ -91,6 +91,18 @@ def test_qualitative_figures_draw_each_methods_recorded_kept_set(tree: Path, tmp
     assert records["vanilla"].kept.all()
     curves = {line.get_gid(): list(line.get_ydata()) for ax in figure.axes for line in ax.get_lines()}
     assert curves == {f"budget:{m}": list(records[m].budgets) for m in ("uniform", "vcast")}
+
+
+def test_a_target_s_qualitative_figures_go_with_its_other_outputs(tree: Path, tmp_path: Path) -> None:
+    """Without --out: the demo's (a target with its own folder) beside its table and figures in
+    results/demo; a paper target's, or an experiment folder's without a target, in results/figures."""
+    results = tmp_path / "results"
+    shutil.copytree(tree, results)
+    assert main(["qualitative", "demo", "--results", str(results), "--baselines", "uniform", "--items", "1"]) == 0
+    (png,) = (results / "demo").glob("qualitative-demo-vcast_synth-*.png")
+    assert png.with_suffix(".pdf").is_file() and (results / "demo" / "demo.csv").is_file()
+    assert not (results / "figures").exists()
+    assert qualitative_folder("qwen3vl_8b", results) == qualitative_folder("my_sweep", results) == results / "figures"
 
 
 def test_an_item_whose_video_is_missing_is_named_and_skipped(tree: Path, tmp_path: Path,

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from tests.support.shared_once import shared_demo_sweep
+from tests.support.shared_once import DEMO_TREE_METHODS, shared_demo_tree
 from vcast.report.__main__ import main
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
@@ -24,8 +24,7 @@ from vcast.report.site_writer import MANIFEST
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "results" / "site-screenshots"  # ignored by git (results/*)
-METHODS = ("vanilla", "vcast", "random", "fastv")
-SWEEP = f"task=vcast_synth frames=8 ratio=0.25 limit=2 method={','.join(METHODS)}"
+METHODS = DEMO_TREE_METHODS
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +32,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="session")
 def demo_results(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``build demo --run`` as tests/test_report_tables.py runs it (the demo model through lmms-eval,
-    2 items of the default set at 8 frames, one ratio), on four methods, once per session: the
+    2 items of the default set at 8 frames, one ratio), on DEMO_TREE_METHODS, once per session: the
     results root (read-only: tests that change it copy it first)."""
-    results = shared_demo_sweep(tmp_path_factory, "site-tree", SWEEP)
+    results = shared_demo_tree(tmp_path_factory)
     assert sorted(p.parent.parent.parent.name for p in (results / "demo").rglob("cell.json")) == sorted(METHODS)
     return results
 
@@ -151,7 +150,7 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
     # The experiment page: every table and analysis exactly as its CSV; figures copied, PDFs linked.
     page = _parse(site / "demo" / "index.html")
     csvs = sorted(p.name for p in experiment_dir.glob("*.csv"))
-    assert csvs == ["demo-analysis.csv", "demo.csv"]
+    assert csvs == ["demo-analysis.csv", "demo-summary.csv", "demo.csv"]
     assert sorted(page.tables) == csvs
     for name in csvs:
         assert page.tables[name] == _csv_rows(experiment_dir / name), name
@@ -181,7 +180,8 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
             entry = samples[method][doc_id]["vcast_synth_acc"]
             verdict = "right" if entry["score"] == 1.0 else "wrong"
             label = {"vanilla": "Vanilla", "vcast": "V-CAST (r=0.25)", "random": "Random (r=0.25)",
-                     "fastv": "FastV (r=0.25)"}[method]
+                     "fastv": "FastV (r=0.25)", "vidcom2": "VidCom² (r=0.25)",
+                     "vcast_uniform": "Uniform Allocation (r=0.25)"}[method]
             assert f"<td>{label} †</td><td>{entry['pred']}</td>" in text and verdict in text
         images = _parse(path).images
         kept_maps = [src for src in images if "-kept-" in src]
@@ -397,7 +397,7 @@ def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) 
     _settle(browser)
     assert browser.current_url == (site / "demo" / "index.html").resolve().as_uri()
     tables = dict(browser.execute_script(_DOM_TABLES))
-    assert sorted(tables) == ["demo-analysis.csv", "demo.csv"]
+    assert sorted(tables) == ["demo-analysis.csv", "demo-summary.csv", "demo.csv"]
     for name, rows in tables.items():
         assert rows == _csv_rows(experiment_dir / name), name
     images = browser.execute_script(_IMAGES)

@@ -12,19 +12,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from tests.support.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
+from tests.support.shared_once import DEMO_TREE_METHODS, shared_demo_tree
 from vcast.kept_records import read_records
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
 from vcast.report.layouts import DERIVED_KEYS, LAYOUTS, generic_layout
-from vcast.report.names import model_name
+from vcast.report.names import method_name, model_name
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.products import PRODUCTS
-from vcast.report.scoring import CONFIG_DIR, load_task_scorings
+from vcast.report.scoring import load_task_scorings
 from vcast.report.tables import build_table, round_half_up
+from vcast.sweep.grid import experiment_methods
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -347,38 +348,45 @@ def test_make_table_target_report_only(paper_tree: tuple[Path, list[Unmatched]],
 
 
 @pytest.mark.slow
-def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: Path, tmp_path: Path) -> None:
-    """`build demo --run`: the real demo sweep (the demo model through lmms-eval, every method), then
-    its report; on 2 items of the default set at 8 frames and one ratio, to keep it short."""
+def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: Path, tmp_path: Path,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`build demo --run`: the real demo sweep (the demo model through lmms-eval), then its report; on
+    2 items of the default set at 8 frames and five methods (the tree the site's tests read too:
+    tests/support/shared_once.py), to keep it short."""
     results = tmp_path / "results"
-    # make demo's command: the target's own options, the budget figures from the cells' kept-token records
-    args = ["build", "demo", "--results", str(results), "--run", "--resamples", "500",
-            "--sweep-args", "task=vcast_synth frames=8 ratio=0.25 limit=2"]
-    assert main(args) == 0
+    # make demo's command (--run: the sweep, then the target's own outputs), shared; this test changes a copy
+    shutil.copytree(shared_demo_tree(tmp_path_factory), results)
     out = results / "demo"
     outputs = ["budget-analysis.pdf", "budget-analysis.png", "budget-profiles.pdf", "budget-profiles.png",
-               "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png",
-               "demo.csv", "demo.md", "demo.tex"]
+               "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-summary.csv", "demo-summary.md",
+               "demo-tradeoff.pdf", "demo-tradeoff.png", "demo.csv", "demo.md", "demo.tex"]
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == outputs
     header = next(csv.reader((out / "demo.csv").open()))
     # the README's command afterwards rewrites the very same files with the same columns
     assert main(["build", "demo", "--results", str(results), "--resamples", "500"]) == 0
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == outputs
     assert next(csv.reader((out / "demo.csv").open())) == header
-    # make demo's loyalty and interval columns (degenerate with random weights, but there)
+    # make demo's loyalty and interval columns
     analysis = (out / "demo-analysis.md").read_text()
     assert "| Loyalty % |" in analysis and "| 95% CI |" in analysis and "| V-CAST † | 0.25 | VCastSynth |" in analysis  # † limit=2
     assert " ± " in (out / "demo.md").read_text()
     rows = list(csv.DictReader((out / "demo.csv").open()))
-    demo_methods = yaml.safe_load((CONFIG_DIR / "experiment" / "demo.yaml").read_text())["hydra"]["sweeper"]["params"]["method"]
     assert sorted((r["frames"], r["ratio"], r["method"]) for r in rows) == sorted(
-        ("8", "1" if m == "vanilla" else "0.25", m) for m in demo_methods.split(","))
-    # the demo shows them all but PDrop (its layer average must exceed 1/4 on 4 layers; see demo.yaml), and
-    # V-CAST with uniform allocation
-    assert set(demo_methods.split(",")) == set(__import__("vcast").available_methods()) - {"pdrop"} | {"vcast_uniform"}
+        ("8", "1" if m == "vanilla" else "0.25", m) for m in DEMO_TREE_METHODS)
     # The table's numbers are the cells' own scores.
     cells = {json.loads(p.read_text())["spec"]["method"]: json.loads(p.read_text())
              for p in out.rglob("cell.json")}
+    # The summary make demo prints: one row per method in the grid's order (the demo's configs), by its one
+    # display name, each score the cell's own with its ±, and the paired difference from V-CAST beside it.
+    order = [m for m in experiment_methods("demo") if m in DEMO_TREE_METHODS]
+    summary = list(csv.reader((out / "demo-summary.csv").open()))
+    assert summary[0] == ["method", "Method", "r = 0.25", "Δ vs V-CAST, r = 0.25"]
+    assert [row[0] for row in summary[1:]] == order and len(order) == len(DEMO_TREE_METHODS)
+    assert [row[1] for row in summary[1:]] == [method_name(m) for m in order]
+    for method, _, score, difference in summary[1:]:
+        value = cells[method]["scores"]["vcast_synth"]["vcast_synth_acc"]
+        assert score.startswith(f"{value:.1f} ± ") and score.endswith(" †"), (method, score)  # † limit=2
+        assert (difference == "–") == (method in ("vanilla", "vcast")), (method, difference)
     for row in rows:
         cell = cells[row["method"]]
         assert float(row["VCastSynth"]) == pytest.approx(cell["scores"]["vcast_synth"]["vcast_synth_acc"])

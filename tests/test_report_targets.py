@@ -84,14 +84,31 @@ def test_the_make_targets_named_are_the_makefiles_table_targets() -> None:
 
 
 def test_a_target_without_finished_cells_writes_nothing_and_says_how_to_run_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The advice moves forward: what keeps the cells from running here first (the checkpoint and the
+    four benchmarks' data), then the sweep that runs them, never the make target just run; another
+    experiment's cells are not its business."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     results = tmp_path / "results"
-    results.mkdir()
+    other = results / "adhoc" / "m" / "8f" / "vanilla" / "r1" / "t"
+    other.mkdir(parents=True)
+    (other / "cell.json").write_text("{not json")  # an unrelated broken cell: no warning about it here
     assert main(["build", "qwen3vl_8b", "--results", str(results)]) == 1
-    err = capsys.readouterr().err
-    assert "refused qwen3vl-8b: no finished cell of experiment qwen3vl_8b" in err
-    assert "make table-qwen3vl-8b" in err and "python -m vcast.sweep experiment=qwen3vl_8b -m" in err
-    assert list(results.iterdir()) == []  # no all-dash table
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("refused qwen3vl-8b: no finished cell of experiment qwen3vl_8b")
+    assert lines[1] == "Its cells cannot run on this machine yet (pre-flight of experiment qwen3vl_8b):"
+    problems = [line for line in lines if line.startswith("  - ")]
+    assert "pretrained 'Qwen/Qwen3-VL-8B-Instruct'" in problems[0]
+    assert [task for task in ("mvbench", "longvideobench", "mlvu", "videomme")
+            if any(f"task '{task}': data not found" in line for line in problems)] == [
+        "mvbench", "longvideobench", "mlvu", "videomme"]
+    advice = lines[-1]
+    assert advice.startswith(f"Run its cells once those are fixed: python -m vcast.sweep experiment=qwen3vl_8b "
+                             f"results_root={results} -m")
+    assert advice.endswith(f"then rebuild: make table-qwen3vl-8b REPORT_ONLY=1 RESULTS={results}")
+    assert "adhoc" not in "\n".join(lines)
+    assert sorted(p.name for p in results.iterdir()) == ["adhoc"]  # no all-dash table
 
 
 def test_the_demo_target_writes_the_same_outputs_whichever_command_builds_it(
@@ -103,7 +120,8 @@ def test_the_demo_target_writes_the_same_outputs_whichever_command_builds_it(
     assert main(["build", "demo", "--results", str(demo_tree), "--resamples", "200"]) == 0
     out = demo_tree / "demo"
     expected = ["budget-profiles.pdf", "budget-profiles.png", "demo-analysis.csv", "demo-analysis.md",
-                "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png", "demo.csv", "demo.md", "demo.tex"]
+                "demo-analysis.tex", "demo-summary.csv", "demo-summary.md", "demo-tradeoff.pdf", "demo-tradeoff.png",
+                "demo.csv", "demo.md", "demo.tex"]
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == expected
     header = next(csv.reader((out / "demo.csv").open()))
     assert "KeptPct" in header and "VCastSynth_pm" in header
@@ -116,7 +134,8 @@ def test_the_demo_target_writes_the_same_outputs_whichever_command_builds_it(
     assert main(["build", "demo", "--results", str(demo_tree), "--no-analysis", "--resamples", "200"]) == 0
     left = [line for line in capsys.readouterr().err.splitlines() if line.startswith("left from an earlier build")]
     assert sorted(Path(line.rsplit(": ", 1)[1]).name for line in left) == [
-        "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-tradeoff.pdf", "demo-tradeoff.png"]
+        "demo-analysis.csv", "demo-analysis.md", "demo-analysis.tex", "demo-summary.csv", "demo-summary.md",
+        "demo-tradeoff.pdf", "demo-tradeoff.png"]
 
 
 def test_budget_figures_read_the_cells_at_the_most_common_frames_unless_given(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from pathlib import Path
 from typing import Optional
 
@@ -219,6 +220,23 @@ def test_methods_at_one_spot_are_told_apart_and_named(tied: Figure) -> None:
     ((gid, text),) = labels.items()
     method = gid.split(":")[1]
     assert method in AT_A_QUARTER and text == f"{method_name(method)} 25%"
+
+
+def test_a_reason_every_point_shares_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A grid of CPU cells (make demo's): one line with the count and a few points, not one per point."""
+    write_grid(tmp_path, memory_source="process_peak_rss")
+    frame = collect(tmp_path).frame
+    with caplog.at_level(logging.INFO, logger="vcast.report.tradeoff"):
+        tradeoff_points(frame, model="tiny")
+        benchmark = SCORINGS["vcast_synth"].benchmark
+        assert tradeoff_points(frame, model="tiny", benchmarks=[benchmark, "MLVU"]).empty
+    lines = [record.getMessage() for record in caplog.records if record.name == "vcast.report.tradeoff"]
+    assert lines == [
+        f"trade-off: peak memory of {len(GRID)} point(s) is process_peak_rss (process memory of CPU runs, not GPU "
+        "memory); not drawn: fastv 16f r=0.25, fastv 16f r=0.5, random 16f r=0.1, … (6 more)",
+        f"trade-off: {len(GRID)} point(s) lack MLVU; not drawn: fastv 16f r=0.25, fastv 16f r=0.5, random 16f r=0.1, "
+        "… (6 more)",
+    ]
 
 
 def test_cpu_peak_memory_is_not_drawn_and_the_title_says_why(tmp_path: Path) -> None:

@@ -88,20 +88,34 @@ PAPER_GRIDS = {  # experiment -> (model, frames, ratios, tasks, methods), from t
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml")))
 def test_every_experiment_composes_into_valid_cells(experiment: str) -> None:
     """Each grid point's method, model and task configs exist and make a valid cell spec."""
+    from vcast.sweep.grid import command_line_grid
     from vcast.sweep.spec import spec_from_config
 
     cfg = _compose([f"experiment={experiment}"])
     params = cfg.hydra.sweeper.params
-    for method in str(params.method).split(","):
-        for task in str(params.task).split(","):
-            point = _compose([f"experiment={experiment}", f"method={method}", f"task={task}",
-                              f"frames={str(params.frames).split(',')[0]}", f"ratio={str(params.ratio).split(',')[0]}"])
-            spec = spec_from_config(point, experiment)
-            assert spec.plugin in ("vcast_qwen3_vl", "vcast_llava_ov") and spec.lmms_tasks
+    jobs = command_line_grid([f"experiment={experiment}"])  # every distinct cell, as the sweep plans them
+    assert [job.error for job in jobs if job.spec is None] == []
+    assert {job.spec.plugin for job in jobs} <= {"vcast_qwen3_vl", "vcast_llava_ov"}
+    assert all(job.spec.lmms_tasks for job in jobs)
+    assert {job.spec.method for job in jobs} == set(str(params.method).split(","))
     if experiment in PAPER_GRIDS:
         model, frames, ratios, tasks, methods = PAPER_GRIDS[experiment]
         assert (cfg.model.name, str(params.frames), str(params.ratio)) == (model, frames, ratios)
         assert (len(str(params.task).split(",")), len(str(params.method).split(","))) == (tasks, methods)
+    # The grid's planner composes once per choice of configs and sets plain values (frames, ratio) on a
+    # copy: the same cells as Hydra's own composition of each point, at every frames x ratio.
+    from vcast.sweep.grid import PointComposer, experiment_of, initialized, job_overrides
+
+    first = {key: str(params[key]).split(",")[0] for key in ("method", "task")}
+    points = [point for point in job_overrides(dict(params), [f"experiment={experiment}"])
+              if all(f"{key}={value}" in point for key, value in first.items())]
+    hydras = [_compose(point) for point in points]
+    with initialized():
+        composer = PointComposer()  # one for the grid: every point after the first is a copy with its values set
+        ours = [composer.compose(point) for point in points]
+    assert len(points) == len(str(params.frames).split(",")) * len(str(params.ratio).split(","))
+    for point, mine, theirs in zip(points, ours, hydras):
+        assert spec_from_config(mine, experiment_of(mine)) == spec_from_config(theirs, experiment_of(theirs)), point
 
 
 @pytest.mark.parametrize("method", sorted(p.stem for p in (CONFIGS / "method").glob("*.yaml")))
@@ -273,7 +287,7 @@ def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path,
 @pytest.mark.slow
 def test_in_llm_method_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
     """Every in-LLM method config through the sweep and the lmms-eval plugin on the tiny LLaVA-OneVision
-    (the demo runs them on the tiny Qwen3-VL): each cell ok, and fewer tokens per layer than entered."""
+    (make demo-full runs them on the demo Qwen3-VL): each cell ok, and fewer tokens per layer than entered."""
     import vcast
     from vcast.registry import is_llm_method
 

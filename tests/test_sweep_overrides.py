@@ -1,5 +1,6 @@
 """No key of a sweep's command line is silently ignored: each is read by a cell or refused before
-any job, naming the key and the right spelling (model, method, task and launcher keys)."""
+any job, naming the key and the right spelling (model, method, task and launcher keys), the same
+name elsewhere or the closest by edit distance. Config names: tests/test_sweep_names.py."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def test_model_keys_are_read_or_refused() -> None:
     assert "is set by the sweep: use frames instead" in owned
     (misplaced,) = _refused("max_pixels=8192")
     assert "did you mean model.args.max_pixels?" in misplaced
+    # misspelled: the closest keys, next to the key first, then anywhere a cell reads one
+    (near,) = _refused("model.pretraind=checkpoints/mine")
+    assert near.endswith("nothing reads 'model.pretraind'; did you mean model.pretrained?")
+    (parent,) = _refused("modle.pretrained=checkpoints/mine")
+    assert parent.endswith("did you mean model.pretrained?")
+    (both,) = _refused("max_pixel=8192")
+    assert both.endswith("did you mean model.args.max_pixels?")
+    (arg_near,) = _refused("+model.args.max_pixel=8192")
+    assert "vcast_qwen3_vl takes" in arg_near and arg_near.endswith("; did you mean max_pixels?")
     # LLaVA-OneVision reads no pixel bounds: the same key is refused for that model
     (llava,) = unread_overrides(["model=tiny_llava_ov", "task=vcast_synth", "method=vcast", "+model.args.max_pixels=1"])
     assert "vcast_llava_ov takes" in llava
@@ -53,6 +63,10 @@ def test_method_keys_are_read_or_refused_for_every_method_of_the_grid() -> None:
     assert "method 'vcast' (config 'vcast') takes no parameter 'bogus'; it takes tau" in unknown
     (top,) = _refused("tau=0.6")
     assert "did you mean +method.params.tau?" in top
+    (typo,) = _refused("+method.params.tua=0.6")
+    assert "takes no parameter 'tua'; it takes tau" in typo and typo.endswith("did you mean tau?")
+    (top_typo,) = _refused("tua=0.6")
+    assert top_typo.endswith("did you mean +method.params.tau?")
     # the demo grid: vanilla and most baselines take no tau, and the one line names them
     (grid,) = unread_overrides(["experiment=demo", "+method.params.tau=0.6", "-m"])
     assert "method 'vanilla' (config 'vanilla') takes no parameter 'tau'" in grid
@@ -75,6 +89,12 @@ def test_launcher_keys_are_read_or_refused() -> None:
     assert _refused("+hydra.callbacks.mine._target_=my.Callback") == []  # Hydra instantiates a user's callback
     (unknown,) = _refused(*slurm, "+hydra.launcher.gpus=2")
     assert "the launcher SlurmLauncher has no 'gpus'" in unknown
+    (typo,) = _refused(*slurm, "hydra.launcher.partiton=gpu")
+    assert typo.endswith("nothing reads 'hydra.launcher.partiton'; did you mean hydra.launcher.partition?")
+    (basic_typo,) = _refused("hydra.launcher.partiton=gpu")
+    assert basic_typo.endswith("did you mean partition, a field of hydra/launcher=slurm_h100? add that override")
+    (top_typo,) = _refused("partiton=gpu")
+    assert top_typo.endswith("did you mean hydra/launcher=slurm_h100 hydra.launcher.partition?")
 
 
 def test_the_sweep_refuses_an_unread_key_before_any_job(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -96,7 +116,19 @@ def test_the_command_line_refusal_from_a_shell(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_what_hydra_refuses_itself_is_left_to_hydra() -> None:
-    """An unknown config or a malformed word: Hydra's own error names it; nothing to add here."""
+@pytest.mark.parametrize("word, spelled", [("ratoi=0.2", "ratio"), ("limt=5", "limit"), ("frame=16", "frames"),
+                                           ("ratios=0.25", "ratio"), ("seeds=1", "seed"), ("methd=vcast", "method")])
+def test_a_misspelled_key_gets_the_closest_keys(word: str, spelled: str) -> None:
+    key = word.split("=")[0]
+    assert _refused(word) == [f"{word}: nothing reads {key!r}; did you mean {spelled}?"]
+
+
+def test_config_names_are_ours_and_a_malformed_word_is_hydras() -> None:
+    """An unknown config is refused with its spelling by vcast.sweep.names (not Hydra's search-path
+    dump): the key check leaves it alone. A malformed word: Hydra's own error names it."""
+    from vcast.sweep.names import misnamed
+
     assert unread_overrides(["model=no_such_model", "limit=2"]) == []
+    (line,) = misnamed(["model=no_such_model", "limit=2"])
+    assert line.startswith("model=no_such_model: no model config 'no_such_model'")
     assert unread_overrides([*CELL, "limit=["]) == []

@@ -86,8 +86,10 @@ def test_every_task_config_names_its_data() -> None:
 
 
 def _sweep(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The sweep's command line, run; ``env``: variables to set (None: unset)."""
+    merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "vcast.sweep", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+                          timeout=300, env={key: value for key, value in merged.items() if value is not None})
 
 
 @pytest.mark.parametrize("multirun", [True, False])
@@ -104,20 +106,86 @@ def test_a_missing_checkpoint_stops_the_sweep_before_any_job(tmp_path: Path, mul
     assert not any((tmp_path / "results").glob("*/*")), "a cell folder was written"
 
 
-def test_the_dry_run_prints_jobs_and_the_sbatch_script(tmp_path: Path) -> None:
+def test_the_dry_run_prints_one_job_per_cell_and_the_sbatch_script(tmp_path: Path) -> None:
     run = _sweep([f"results_root={tmp_path}", "experiment=demo", "method=vanilla,vcast", "ratio=0.25,0.5",
                   "hydra/launcher=slurm_h100", "hydra.launcher.partition=h100", "dry_run=true", "-m"], cwd=ROOT)
     output = run.stdout + run.stderr
     assert run.returncode in (0, 2), output[-3000:]  # 2: the held-out set is not generated here
     lines = output.splitlines()
-    assert "   0  demo/demo_qwen3vl/32f/vanilla/r1/vcast_synth_heldout  run" in lines
-    assert "   3  demo/demo_qwen3vl/32f/vcast/r0.5/vcast_synth_heldout  run" in lines
+    # 4 grid points, 3 cells: vanilla is one r1 cell at both ratios, numbered once
+    assert lines[0] == f"# 3 cell(s), one job each (4 grid points; a cell named at several runs once); results in {tmp_path}"
+    assert lines[1:4] == ["   0  demo/demo_qwen3vl/32f/vanilla/r1/vcast_synth_heldout  run",
+                          "   1  demo/demo_qwen3vl/32f/vcast/r0.25/vcast_synth_heldout  run",
+                          "   2  demo/demo_qwen3vl/32f/vcast/r0.5/vcast_synth_heldout  run"]
+    assert lines[4] == "# 3 run"
+    assert "# partition: h100 (from the command line (hydra.launcher.partition=h100))" in lines
     if shutil.which("srun"):
-        assert "#SBATCH --array=0-3%4" in lines and "#SBATCH --job-name=vcast-demo" in lines
+        assert "#SBATCH --array=0-2%3" in lines and "#SBATCH --job-name=vcast-demo" in lines
         assert "#SBATCH --partition=h100" in lines
     else:
         assert any(line.startswith("# cannot render it on this machine") for line in lines)
     assert not any(tmp_path.glob("demo/*")) and not (tmp_path / ".hydra").exists()  # nothing ran or was written
+
+
+def _planned(output: str) -> list[str]:
+    """The cells of a dry run's job lines, in job order (each line's number checked)."""
+    jobs = [line.split() for line in output.splitlines() if line[:4].strip().isdigit()]
+    assert [int(words[0]) for words in jobs] == list(range(len(jobs)))
+    return [words[1] for words in jobs]
+
+
+def test_the_slurm_dry_run_of_a_paper_table_plans_exactly_its_distinct_cells(tmp_path: Path) -> None:
+    import yaml
+
+    run = _sweep([f"results_root={tmp_path}", "experiment=qwen3vl_8b", "hydra/launcher=slurm_h100", "dry_run=true",
+                  "-m"], cwd=ROOT, env={"VCAST_SLURM_PARTITION": None})
+    source = "gpu (the launcher config's default; set VCAST_SLURM_PARTITION or hydra.launcher.partition=<yours>)"
+    output = run.stdout + run.stderr
+    cells = _planned(output)
+    params = yaml.safe_load((ROOT / "configs/experiment/qwen3vl_8b.yaml").read_text())["hydra"]["sweeper"]["params"]
+    frames, ratios, tasks, methods = (len(str(params[k]).split(",")) for k in ("frames", "ratio", "task", "method"))
+    # vanilla once per (frames, task); every other method at every ratio
+    assert len(cells) == len(set(cells)) == frames * tasks * (1 + (methods - 1) * ratios) == 104, output[:2000]
+    assert sum("/vanilla/r1/" in cell for cell in cells) == frames * tasks
+    assert f"# {len(cells)} cell(s), one job each ({frames * ratios * tasks * methods} grid points" in output
+    assert f"# partition: {source}" in output.splitlines()
+    if shutil.which("srun"):
+        assert f"#SBATCH --array=0-{len(cells) - 1}%64" in output.splitlines()
+
+
+def test_the_partition_from_the_environment_is_named_so(tmp_path: Path) -> None:
+    run = _sweep([f"results_root={tmp_path}", "experiment=demo", "method=vanilla", "hydra/launcher=slurm_h100",
+                  "dry_run=true", "preflight=false", "-m"], cwd=ROOT, env={"VCAST_SLURM_PARTITION": "h100q"})
+    assert "# partition: h100q (from VCAST_SLURM_PARTITION)" in run.stdout.splitlines(), run.stdout[-2000:]
+
+
+def test_a_cell_held_by_a_live_job_is_reported_busy_and_not_run_twice(tmp_path: Path) -> None:
+    from vcast.sweep.execute import run_cell
+    from vcast.sweep.grid import command_line_grid
+
+    words = [f"results_root={tmp_path}", "experiment=demo", "method=vanilla,vcast", "ratio=0.25"]
+    (vanilla, vcast) = [job.spec for job in command_line_grid(words)]
+    cell = tmp_path / vanilla.relative_dir
+    code = ("import sys, time; from pathlib import Path; from vcast.sweep.execute import CellLock; "
+            "lock = CellLock(Path(sys.argv[1])); assert lock.acquire(); print('held', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(cell)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run = _sweep([*words, "dry_run=true", "preflight=false", "-m"], cwd=ROOT)
+        lines = run.stdout.splitlines()
+        busy = next(line for line in lines if "/vanilla/r1/" in line)
+        assert f"busy (running in host {__import__('socket').gethostname()}, pid {holder.pid}, since " in busy, busy
+        assert lines[3] == "# 1 busy, 1 run"
+        record = run_cell(vanilla, tmp_path)  # the job that finds it held does not run it
+        assert record["status"] == "busy" and f"pid {holder.pid}" in record["error"]
+        assert not (cell / "cell.json").exists() and not any(cell.parent.glob(".*staging*"))
+    finally:
+        holder.kill()
+        holder.wait()
+    from vcast.sweep.execute import lock_holder
+
+    assert lock_holder(cell) is None  # released with the process that held it
+    assert vcast.name.endswith("vcast/r0.25/vcast_synth_heldout")
 
 
 def test_the_dry_run_exits_1_on_an_invalid_cell(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def _ignored_sigint() -> None:
 
 class PauseForCtrlC(SweepSummary):
     """The sweep's summary callback that also pauses at the moments in ``at``: ``start`` (after
-    pre-flight, before the first cell), ``job_end`` (after the first cell, before the second),
+    pre-flight and the plan, as the first job starts, before its cell), ``job_end`` (after the first cell, before the second),
     ``summary`` (after the summary's lines), ``exit`` (in an atexit callback: Python shutting down).
     It prints ``paused: <moment>`` and waits there for the test's SIGINT (or for the file ``resume``).
     The sweep subprocess loads it with :func:`_pausing`'s override and environment (the moments are
@@ -172,8 +172,8 @@ class PauseForCtrlC(SweepSummary):
         while time.monotonic() < deadline and not (self.resume and Path(self.resume).exists()):
             time.sleep(0.05)  # the SIGINT lands here
 
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        if "start" in self.at:
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        if "start" in self.at and self.jobs == 0:  # the sweeper has run pre-flight and written its plan
             self.pause("start")
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -308,12 +310,13 @@ def test_parse_choice_falls_back_to_the_option_text(response: str, letter: str) 
     assert load_task_utils().parse_choice(" 3", ["A. 1", "B. 2", "C. 3", "D. 4"]) == "C"
 
 
-@pytest.fixture
-def task_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A copy of the task folder with its own data/ (3 items), and the datasets cache in tmp_path."""
+def copy_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: str, seed: int) -> Iterator[Path]:
+    """A copy of the task folder with only the ``data`` folder (``data``, ``data_heldout``) of 3 items
+    from ``seed``, and the datasets cache in tmp_path; yields the copy's parent (an include path)."""
     tasks = tmp_path / "tasks"
-    shutil.copytree(TASK_DIR, tasks / "vcast_synth", ignore=shutil.ignore_patterns("data", "__pycache__"))
-    sb.write_benchmark(tasks / "vcast_synth" / "data", seed=0, items_per_category=1)
+    shutil.copytree(TASK_DIR, tasks / "vcast_synth", ignore=shutil.ignore_patterns("data", "data_heldout",
+                                                                                   "__pycache__"))
+    sb.write_benchmark(tasks / "vcast_synth" / data, seed=seed, items_per_category=1)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf" / "datasets"))
     from lmms_eval.api import task as task_module
@@ -323,6 +326,45 @@ def task_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     clear()
     yield tasks
     clear()
+
+
+@pytest.fixture
+def task_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A copy of the task folder with its own data/ (3 items) and no data_heldout/."""
+    yield from copy_task(tmp_path, monkeypatch, "data", 0)
+
+
+@pytest.fixture
+def heldout_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A copy of the task folder with its own data_heldout/ (3 items) and no data/ (the default
+    set a user who ran only ``make synth-heldout`` lacks)."""
+    yield from copy_task(tmp_path, monkeypatch, "data_heldout", sb.HELDOUT_SEED)
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_task_without_data_is_named_only_when_it_is_requested(heldout_copy: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """lmms-eval imports utils.py for every task that names it: loading vcast_synth_heldout says
+    nothing about vcast_synth's missing data/; loading vcast_synth names it and its make target."""
+    from lmms_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager(include_path=str(heldout_copy), include_defaults=False, model_name="qwen3_vl")
+    assert {"vcast_synth", "vcast_synth_heldout"} <= set(manager.all_tasks)
+    with caplog.at_level(logging.INFO):
+        task = get_task_dict(["vcast_synth_heldout"], manager)["vcast_synth_heldout"]
+    assert len(list(task.test_docs())) == 3
+    (video,) = task.doc_to_visual(next(iter(task.test_docs())))
+    assert Path(video).parent.parent == heldout_copy / "vcast_synth" / "data_heldout"
+    assert _errors(caplog) == []
+
+    with caplog.at_level(logging.INFO), pytest.raises(Exception):  # lmms-eval's loader, after its retries
+        get_task_dict(["vcast_synth"], manager)
+    (error,) = _errors(caplog)
+    assert error.startswith(f"vcast_synth: {heldout_copy / 'vcast_synth' / 'data' / 'vcast_synth.jsonl'} is missing")
+    assert "make synth-data" in error
 
 
 def test_task_loads_through_lmms_eval(task_copy: Path) -> None:

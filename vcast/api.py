@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from vcast.input_plan import InputPlan
+from vcast.input_methods import InputPlan
 from vcast.registry import available_methods, call_params, check_params, get_method, is_input_method, is_llm_method
 from vcast.selection import Selection
 from vcast.validation import check_frames, check_ratio
@@ -50,7 +50,7 @@ def input_method_refusal(method: str, caller: str) -> str:
 
 
 def input_plan(method: str, ratio: float, **params: Any) -> InputPlan:
-    """The plan of input method ``method`` at retention ``ratio`` (:mod:`vcast.input_plan`).
+    """The plan of input method ``method`` at retention ``ratio`` (:mod:`vcast.input_methods`).
 
     Example: ``vcast.input_plan("fewer_frames", 0.25).frames(32, temporal_patch=2)`` is 8.
 

@@ -9,17 +9,20 @@ and of the released code's, then how many tokens were kept.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-import vcast
-from vcast.synthetic_features import synthetic_video_features
-from vcast.temporal import curvature, unit_directions
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends with one line too
+    from vcast.interrupt_guard import guard_imports
 
-logger = logging.getLogger("vcast.demo")
+    guard_imports()
+
+import vcast  # noqa: E402
+from vcast.closed_pipe import run_command  # noqa: E402
+from vcast.synthetic_features import synthetic_video_features  # noqa: E402
+from vcast.temporal import curvature, unit_directions  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="V-CAST on a synthetic video-feature tensor.")
     parser.add_argument("--frames", type=int, default=24, help="T")
     parser.add_argument("--tokens", type=int, default=64, help="P")
@@ -28,7 +31,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tau", type=float, default=0.7)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
 
     video = synthetic_video_features(args.frames, args.tokens, args.dim, seed=args.seed)
     frames = video.features
@@ -59,9 +61,11 @@ def main(argv: list[str] | None = None) -> None:
         f"kept {paper.keep.numel()} of {total} tokens ({paper.keep.numel() / total:.1%}) with the paper's "
         f"allocation; {official.keep.numel()} with the released code's"
     )
-    for line in lines:
-        logger.info(line)
+    # The command's product, written to stdout (not logged): a logging handler would swallow a
+    # closed pipe's error and print a "Logging error" per line instead of ending quietly.
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

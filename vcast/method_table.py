@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from vcast.registry import available_methods, method_facts, method_inputs, method_kind, method_params, method_variants
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends with one line too
+    from vcast.interrupt_guard import guard_imports
+
+    guard_imports()
+
+from vcast.closed_pipe import run_command  # noqa: E402
+from vcast.registry import available_methods, method_facts, method_inputs, method_kind, method_params, method_variants  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -94,4 +100,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -21,7 +21,7 @@ An **in-LLM method** works inside the language model, so it registers a *planner
 
 An **input method** spends the budget on what the model is given (fewer sampled frames, a lower
 resolution) and prunes nothing, so it registers ``fn(ratio, **params) -> InputPlan``
-(:func:`register_input_method`, :mod:`vcast.input_plan`). It shares the names and checks; the
+(:func:`register_input_method`, :mod:`vcast.input_methods`). It shares the names and checks; the
 lmms-eval plugins and the sweep run it, :func:`vcast.input_plan` gives its plan to a library user.
 """
 
@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 
 from vcast.method_facts import MethodFacts
 from vcast.selection import Selection
+from vcast.spelling import did_you_mean
 from vcast.variants import PAPER, VARIANTS, check_variant
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def register_llm_method(name: str, inputs: tuple[str, ...] = (), variants: tuple
 
 def register_input_method(name: str, facts: Optional[MethodFacts] = None
                           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: make ``fn(ratio, **params) -> InputPlan`` (:mod:`vcast.input_plan`) available as
+    """Decorator: make ``fn(ratio, **params) -> InputPlan`` (:mod:`vcast.input_methods`) available as
     ``method=name`` to the lmms-eval plugins and the sweep, and through :func:`vcast.input_plan`.
     ``facts``: as in :func:`register_method`."""
     register = register_method(name, facts=facts)
@@ -200,10 +201,12 @@ def available_methods() -> list[str]:
 
 
 def get_method(name: str) -> Compressor:
-    """The compressor registered as ``name``; ValueError naming the choices otherwise."""
+    """The compressor registered as ``name``; ValueError naming the closest names and the choices otherwise."""
     _load_plugins()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        hint = did_you_mean(str(name), sorted(_REGISTRY))
+        raise ValueError(f"unknown method {name!r}; {hint + ' ' if hint else ''}"
+                         f"available: {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
 
 

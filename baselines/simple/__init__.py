@@ -43,7 +43,7 @@ every 2x2 cell of each frame's token grid. ``avgpool_2x2``: merge every 2x2 cell
 ``fewer_frames``: spend the token budget on sampling ``floor(r F)`` frames instead of pruning tokens.
   Not a row of the V-CAST paper: the cheapest competitor a reviewer asks about (VTC-Bench and
   UniPruneBench report that frame or resolution reduction is a strong baseline). An input method
-  (:mod:`vcast.input_plan`): the lmms-eval plugins read ``floor(r F)`` frames (rounded down to a
+  (:mod:`vcast.input_methods`): the lmms-eval plugins read ``floor(r F)`` frames (rounded down to a
   whole Qwen3-VL temporal patch of 2 frames, at least one) where the unpruned model reads ``F``,
   spread over the whole video by the wrapper's own sampling (``linspace``), at the unpruned
   model's per-frame resolution; then the model runs unpruned. The vision encoder runs on fewer
@@ -55,7 +55,7 @@ every 2x2 cell of each frame's token grid. ``avgpool_2x2``: merge every 2x2 cell
 
 ``downsample``: spend the token budget on a lower per-frame resolution instead of pruning tokens.
   Not a row of the V-CAST paper: the resolution twin of ``fewer_frames`` (VTC-Bench uses plain
-  downsampling as its baseline). An input method (:mod:`vcast.input_plan`): where the unpruned
+  downsampling as its baseline). An input method (:mod:`vcast.input_methods`): where the unpruned
   model sees a frame as an ``(h, w)`` grid of LLM tokens, the plugin resizes the frame (bicubic,
   antialiased, from the decoded frame, as the wrapper resizes) so the grid is
   ``(floor(h sqrt r), floor(w sqrt r))``, every frame kept; then the model runs unpruned.

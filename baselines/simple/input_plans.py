@@ -1,13 +1,13 @@
 """The input plans of ``fewer_frames`` and ``downsample``: the same budget spent on a smaller input.
 
-Both are input methods (:mod:`vcast.input_plan`): nothing is selected from the tokens; the
+Both are input methods (:mod:`vcast.input_methods`): nothing is selected from the tokens; the
 lmms-eval plugins give the processor the smaller input the plan describes, then the model runs
 unpruned.
 """
 
 from __future__ import annotations
 
-from vcast.input_plan import InputPlan
+from vcast.input_methods import InputPlan
 
 
 def fewer_frames_input(ratio: float) -> InputPlan:

@@ -14,7 +14,7 @@ from baselines.simple.grid_cells import frame_cells
 from baselines.simple.input_plans import downsample_input, fewer_frames_input
 from baselines.simple.random import random_keep
 from baselines.simple.uniform import uniform_keep
-from vcast.input_plan import InputPlan
+from vcast.input_methods import InputPlan
 from vcast.method_facts import MethodFacts
 from vcast.registry import register_input_method, register_method
 from vcast.selection import Selection
@@ -24,7 +24,7 @@ from vcast.variants import OFFICIAL, PAPER, check_variant
 MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
 
 RANDOM_FACTS = MethodFacts(display="Random", vllm=True)
-UNIFORM_FACTS = MethodFacts(display="Uniform", vllm=True)
+UNIFORM_FACTS = MethodFacts(display="Uniform (evenly spaced)", vllm=True)
 FIRST_2X2_FACTS = MethodFacts(display="First (2x2)")
 RANDOM_2X2_FACTS = MethodFacts(display="Random (2x2)")
 AVGPOOL_2X2_FACTS = MethodFacts(display="AvgPool (2x2)")

@@ -43,3 +43,15 @@ def shared_demo_sweep(tmp_path_factory: pytest.TempPathFactory, name: str, sweep
                      "--sweep-args", sweep_args]) == 0
 
     return shared_once(tmp_path_factory, name, build) / "results"
+
+
+# The demo's small tree that several report tests read: make demo's command on 2 items of the default
+# set at 8 frames, for a reference, V-CAST, a token-pruning baseline, one inside the LLM (FastV), and the
+# budget figures' other curves (V-CAST with equal budgets, VidCom²).
+DEMO_TREE_METHODS = ("vanilla", "vcast", "vcast_uniform", "random", "fastv", "vidcom2")
+DEMO_TREE_SWEEP = f"task=vcast_synth frames=8 ratio=0.25 limit=2 method={','.join(DEMO_TREE_METHODS)}"
+
+
+def shared_demo_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:data:`DEMO_TREE_SWEEP` through :func:`shared_demo_sweep`, once per session: the results root."""
+    return shared_demo_sweep(tmp_path_factory, "demo-tree", DEMO_TREE_SWEEP)

@@ -1,4 +1,4 @@
-"""What an input method (:mod:`vcast.input_plan`) gave the model, per video, and the unpruned
+"""What an input method (:mod:`vcast.input_methods`) gave the model, per video, and the unpruned
 model's video-token count it is measured against.
 
 A plugin's ``_prepare`` sets the list on its processor outputs as the attribute named
@@ -23,7 +23,7 @@ FIXED_RESOLUTION = {
 
 
 def input_plan_refusal(plugin: str, plan: Any) -> Optional[str]:
-    """Why lmms-eval model ``plugin`` cannot run input plan ``plan`` (:class:`vcast.input_plan.InputPlan`), or None."""
+    """Why lmms-eval model ``plugin`` cannot run input plan ``plan`` (:class:`vcast.input_methods.InputPlan`), or None."""
     if plan.grid_share != 1.0 and plugin in FIXED_RESOLUTION:
         return f"{plugin}: method {plan.method!r} lowers the frame resolution, but {FIXED_RESOLUTION[plugin]}"
     return None

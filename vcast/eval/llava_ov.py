@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from PIL import Image
 
+from vcast.checkpoint_paths import check_local_checkpoint
 from vcast.eval.input_budget import INPUT_BUDGET, input_plan_refusal, video_budget
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.video import is_video_path, read_llava_video
@@ -34,6 +35,7 @@ class VCastLlavaOV(VCastLMM):
     def __init__(self, pretrained: str, chat_template: Optional[str] = None, **kwargs: Any) -> None:
         from transformers import AutoProcessor
 
+        check_local_checkpoint(pretrained)  # a missing folder named, with its make target
         self.processor = AutoProcessor.from_pretrained(pretrained)
         self.processor.tokenizer.padding_side = "left"
         if chat_template is not None:

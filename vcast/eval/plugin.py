@@ -4,7 +4,7 @@ method, the request loop, efficiency records.
 A subclass knows one architecture's prompt and video handling (:meth:`VCastLMM._prepare`) and
 follows lmms-eval's own wrapper for it. ``method="vanilla"`` attaches the keep-everything method,
 so the unpruned model runs through the same hooks and meters as every other method. An input
-method (``fewer_frames``, ``downsample``; :mod:`vcast.input_plan`) changes what ``_prepare`` gives
+method (``fewer_frames``, ``downsample``; :mod:`vcast.input_methods`) changes what ``_prepare`` gives
 the processor and runs the model with the keep-everything method.
 """
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from PIL import Image
 
+from vcast.checkpoint_paths import check_local_checkpoint
 from vcast.eval.input_budget import INPUT_BUDGET, video_budget
 from vcast.eval.plugin import VCastLMM
 from vcast.eval.plugin_args import QWEN_TEMPORAL_PATCH, check_frames
@@ -51,6 +52,7 @@ class VCastQwen3VL(VCastLMM):
             raise ValueError(f"min_pixels ({min_pixels}) must not exceed max_pixels ({max_pixels})")
         self.min_pixels, self.max_pixels, self.total_pixels = min_pixels, max_pixels, total_pixels
         self.system_prompt = system_prompt
+        check_local_checkpoint(pretrained)  # a missing folder named, with its make target
         self.processor = AutoProcessor.from_pretrained(pretrained, max_pixels=max_pixels, min_pixels=min_pixels)
         super().__init__(pretrained, **kwargs)
 
@@ -116,7 +118,7 @@ class VCastQwen3VL(VCastLMM):
     def _read_video(self, path: str) -> tuple[Any, Any, Optional[dict[str, Any]]]:
         """``(decoded video, resized frames [T, 3, H, W], input budget or None)`` of one video.
 
-        Under an input method (:mod:`vcast.input_plan`): ``fewer_frames`` reads fewer frames at the
+        Under an input method (:mod:`vcast.input_methods`): ``fewer_frames`` reads fewer frames at the
         per-frame size the unpruned model's frame count gives; ``downsample`` shrinks that size's
         LLM token grid (32-pixel cells) by the plan."""
         plan = self.input_plan

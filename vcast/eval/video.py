@@ -271,7 +271,7 @@ def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FO
     frame folder of N frames sampled as a video file of N frames).
 
     ``count_for`` maps the frame count the wrapper reads (:func:`qwen_frame_count`) to the one to
-    read instead (an input method's fewer frames, :mod:`vcast.input_plan`)."""
+    read instead (an input method's fewer frames, :mod:`vcast.input_methods`)."""
     video = open_video(path, folder_fps)
     if video.total < 2 <= max_num_frames:  # too short for one temporal patch: costs its item, recorded
         raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); Qwen3-VL needs at least 2")
@@ -323,7 +323,7 @@ def qwen_resize(frames: np.ndarray, min_pixels: int, max_pixels: int, total_pixe
     """``qwen_vl_utils.fetch_video``'s resize: uint8 ``[T, H, W, 3]`` -> float ``[T, 3, H', W']``.
 
     ``(H', W')`` is :func:`qwen_frame_size` of the ``T`` frames unless ``size`` gives it (an input
-    method's smaller frames, :mod:`vcast.input_plan`); bicubic with antialiasing, as there.
+    method's smaller frames, :mod:`vcast.input_methods`); bicubic with antialiasing, as there.
     """
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms import functional as F

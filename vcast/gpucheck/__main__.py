@@ -12,11 +12,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends with one line too
+    from vcast.interrupt_guard import guard_imports
+
+    guard_imports()
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from vcast.closed_pipe import run_command  # noqa: E402
 from vcast.gpucheck import PARTS  # noqa: E402
 from vcast.gpucheck.pipeline import CPU_CLIPS, GPU_CLIPS  # noqa: E402
 from vcast.gpucheck.results import FAIL, OUTPUT_FILES, SKIPPED, Budget, Report  # noqa: E402
@@ -206,4 +212,4 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -26,27 +26,37 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import pandas as pd
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends with one line too
+    from vcast.interrupt_guard import guard_imports
 
-from vcast.report import site
-from vcast.report.analysis import accuracy_intervals, compare_all
-from vcast.report.analysis_export import SUFFIX as ANALYSIS_SUFFIX
-from vcast.report.analysis_export import write_analysis
-from vcast.report.collect import COLUMNS, collect
-from vcast.report.comparison import ProfileTable
-from vcast.report.export import write_table
-from vcast.report.intervals import attach_intervals
-from vcast.report.layouts import LAYOUTS, generic_layout
-from vcast.report.paper import SHIPPED, PaperTables
-from vcast.report.per_sample import CellItemsCollection, collect_items
-from vcast.report.products import PRODUCTS, Product, TableOutput, find_product
-from vcast.report.qualitative import DEFAULT_BASELINES as QUALITATIVE_BASELINES
-from vcast.report.scoring import load_task_scorings
-from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED
-from vcast.report.tables import build_table
-from vcast.report.tradeoff import plot_tradeoff
-from vcast.sweep.cell import REPRODUCE
-from vcast.sweep.profiles import PROFILES
+    guard_imports()
+
+import pandas as pd  # noqa: E402
+
+from vcast.closed_pipe import run_command  # noqa: E402
+from vcast.report import site  # noqa: E402
+from vcast.report.analysis import accuracy_intervals, compare_all  # noqa: E402
+from vcast.report.analysis_export import SUFFIX as ANALYSIS_SUFFIX  # noqa: E402
+from vcast.report.analysis_export import write_analysis  # noqa: E402
+from vcast.report.collect import COLUMNS, collect  # noqa: E402
+from vcast.report.comparison import ProfileTable  # noqa: E402
+from vcast.report.export import write_table  # noqa: E402
+from vcast.report.intervals import attach_intervals  # noqa: E402
+from vcast.report.layouts import LAYOUTS, generic_layout  # noqa: E402
+from vcast.report.paper import SHIPPED, PaperTables  # noqa: E402
+from vcast.report.per_sample import CellItemsCollection, collect_items  # noqa: E402
+from vcast.report.products import PRODUCTS, Product, TableOutput, find_product  # noqa: E402
+from vcast.report.qualitative import DEFAULT_BASELINES as QUALITATIVE_BASELINES  # noqa: E402
+from vcast.report.scoring import load_task_scorings  # noqa: E402
+from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: E402
+from vcast.report.summary_table import SUFFIX as SUMMARY_SUFFIX  # noqa: E402
+from vcast.report.summary_table import SUFFIXES as SUMMARY_SUFFIXES  # noqa: E402
+from vcast.report.summary_table import summary_table, write_summary  # noqa: E402
+from vcast.report.tables import build_table  # noqa: E402
+from vcast.report.tradeoff import plot_tradeoff  # noqa: E402
+from vcast.sweep.cell import REPRODUCE, experiment_folder  # noqa: E402
+from vcast.sweep.grid import experiment_methods  # noqa: E402
+from vcast.sweep.profiles import PROFILES  # noqa: E402
 
 logger = logging.getLogger("vcast.report")
 
@@ -144,9 +154,12 @@ def _outputs(product: Product) -> tuple[TableOutput, ...]:
 def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame, out_dir: Path, *,
                            profile: str = REPRODUCE, model: Optional[str] = None,
                            resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                           items: Optional[CellItemsCollection] = None) -> tuple[list[Path], list[str]]:
+                           items: Optional[CellItemsCollection] = None,
+                           intervals: Optional[pd.DataFrame] = None) -> tuple[list[Path], list[str]]:
     """Per table of ``product``: ``<stem>-analysis.{csv,md,tex}`` (loyalty, flips, paired
-    intervals, McNemar) and ``<stem>-tradeoff.{png,pdf}``; returns (written paths, problems)."""
+    intervals, McNemar) and ``<stem>-tradeoff.{png,pdf}``; with ``intervals`` (the cells'
+    bootstrap intervals) also ``<stem>-summary.{md,csv}`` (:mod:`vcast.report.summary_table`);
+    returns (written paths, problems)."""
     scorings = load_task_scorings()
     if items is None:
         items = collect_items(results, experiments=product.experiments) if results.is_dir() else CellItemsCollection()
@@ -160,6 +173,14 @@ def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame,
             problems.append(f"analysis {stem}: no method cell with a vanilla or V-CAST cell to compare with")
         written += write_analysis(comparisons, out_dir / stem, stem)
         table_model = _table_model(output, product, frame, model)
+        if intervals is not None and table_model is not None:
+            try:
+                summary = summary_table(frame, intervals, comparisons, model=table_model,
+                                        experiments=output.experiments,
+                                        order=[m for e in output.experiments for m in experiment_methods(e)])
+                written += write_summary(summary, out_dir / stem)
+            except ValueError as error:
+                problems.append(f"summary {stem}: {error}")
         try:
             if table_model is None:
                 raise ValueError("no cells")
@@ -178,17 +199,22 @@ def build_option(name: str, product: Product, args: Optional[argparse.Namespace]
     return bool(chosen) if chosen is not None else name in product.options
 
 
+def output_folders(product: Product, results: Path, out: Optional[Path] = None) -> tuple[Path, Path]:
+    """The (tables, figures) folders of a build of ``product``: ``out`` for both when given."""
+    return out or product.folder(results, "tables"), out or product.folder(results, "figures")
+
+
 def possible_outputs(product: Product, out: Optional[Path], results: Path, profile: str = REPRODUCE) -> list[Path]:
     """Every file a build of ``product`` under ``profile`` can write (tables, their analysis and
     trade-off figure, figures), whichever options it runs with."""
-    tables = out or (results / product.out_dir if product.out_dir else results / "tables")
-    figures = out or (results / product.out_dir if product.out_dir else results / "figures")
+    tables, figures = output_folders(product, results, out)
     paths = []
     for output in _outputs(product):
         stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
         if output.layout is not None or product.tables:
             paths += [tables / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES]
         paths += [tables / f"{stem}{ANALYSIS_SUFFIX}{suffix}" for suffix in TABLE_SUFFIXES]
+        paths += [tables / f"{stem}{SUMMARY_SUFFIX}{suffix}" for suffix in SUMMARY_SUFFIXES]
         paths += [tables / f"{stem}-tradeoff{suffix}" for suffix in FIGURE_SUFFIXES]
     paths += [figures / f"{name}{suffix}" for name in product.figures for suffix in FIGURE_SUFFIXES]
     return paths
@@ -220,12 +246,13 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
     A product with no finished cell writes nothing (refused, with how to run its cells). Outputs
     of an earlier build that this one did not rewrite are named (problems starting with ``left``).
     """
-    collection = collect(results) if results.is_dir() else None
+    folders = {experiment_folder(e, p) for e in product.experiments for p in PROFILES} if product.experiments else None
+    collection = collect(results, folders=folders) if results.is_dir() else None
     every_profile = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
     frame = every_profile[every_profile["profile"] == profile]
     problems = list(collection.problems) if collection else [f"no results folder {results}"]
-    out_dir = out or (results / product.out_dir if product.out_dir else None)
-    if product.experiments and not (frame["experiment"].isin(product.experiments) & (frame["status"] == "ok")).any():
+    tables, figures = output_folders(product, results, out)
+    if product.experiments and not finished_cells(frame, product):
         return [], [*problems, no_cells_refusal(product, results, profile)]
     kept_tokens = build_option("kept_tokens", product, args)
     intervals = build_option("intervals", product, args)
@@ -261,17 +288,21 @@ def build_product(product: Product, results: Path, *, out: Optional[Path] = None
             problems.append(f"refused table {stem}: it would print partial runs as results: {cells}. Run those "
                             "cells without limit (rerun_mismatched=true), or pass --allow-partial to mark them")
             continue
-        written += write_table(table, (out_dir or results / "tables") / stem, comparison)
+        written += write_table(table, tables / stem, comparison)
     figure_args = figure_arguments(args or _defaults(), product, results, model) if product.figures else None
     for name in product.figures:
         try:
-            written += FIGURES[name](frame, out_dir or results / "figures", figure_args)
+            written += FIGURES[name](frame, figures, figure_args)
         except ValueError as error:
             problems.append(f"figure {name}: {error}")
             logger.warning("figure %s not drawn: %s", name, error)
     if analysis:
-        more, trouble = write_analysis_outputs(product, results, frame, out_dir or results / "tables", profile=profile,
-                                               model=model, resamples=resamples, seed=seed, items=items)
+        summary = build_option("summary", product, args)
+        if summary and interval_frame is None and items is not None:
+            interval_frame = accuracy_intervals(items.cells, load_task_scorings(), resamples=resamples, seed=seed)
+        more, trouble = write_analysis_outputs(product, results, frame, tables, profile=profile,
+                                               model=model, resamples=resamples, seed=seed, items=items,
+                                               intervals=interval_frame if summary else None)
         written += more
         problems += trouble
     return written, problems + earlier_outputs(product, out, results, written, profile)
@@ -283,23 +314,53 @@ def make_target(product: Product) -> Optional[str]:
     return f"table-{product.name}" if product.tables and product.out_dir is None else None
 
 
+def finished_cells(frame: pd.DataFrame, product: Product) -> bool:
+    """Whether ``frame`` (one profile's) holds a finished cell of ``product``'s experiments."""
+    return bool((frame["experiment"].isin(product.experiments) & (frame["status"] == "ok")).any())
+
+
 def no_cells_refusal(product: Product, results: Path, profile: str) -> str:
-    """Why nothing of ``product`` was written, and the commands that run its cells."""
+    """Why nothing of ``product`` was written: the pre-flight problems that keep its cells from
+    running on this machine first, then the command that runs them (the command just run is never
+    the only advice: ``make table-*`` runs the sweep itself)."""
     from vcast.sweep.grid import CONFIG_DIR
+    from vcast.sweep.start import sweep_machine_problems
 
     head = (f"refused {product.name}: no finished cell of experiment {', '.join(product.experiments)} (profile "
-            f"{profile}) under {results}; nothing written. ")
+            f"{profile}) under {results}; nothing written.")
     configured = [e for e in product.experiments if (CONFIG_DIR / "experiment" / f"{e}.yaml").is_file()]
     if not configured:  # an ad-hoc folder: only the sweep that made it knows its grid
-        return head + (f"Run its cells again with the sweep command that made them (python -m vcast.sweep.status "
+        return head + (f" Run its cells again with the sweep command that made them (python -m vcast.sweep.status "
                        f"{results / product.experiments[0]} lists them and their errors)")
-    extra = "" if profile == REPRODUCE else f" profile={profile}"
-    sweeps = "; ".join(f"python -m vcast.sweep experiment={e}{extra} -m" for e in configured)
-    target = "demo" if product.name == "demo" else make_target(product)
-    make = f"make {target}" if target else None
-    run = f"python -m vcast.report build {product.name} --run" + ("" if profile == REPRODUCE else f" --profile {profile}")
-    return head + (f"Run its cells first: {make + ' or ' if make else ''}{run} (runs the missing cells, then "
-                   f"builds), or {sweeps}")
+    lines = [head]
+    for experiment in configured:
+        problems = sweep_machine_problems([f"experiment={experiment}", *_sweep_words(results, profile)])
+        if problems:
+            lines.append(f"Its cells cannot run on this machine yet (pre-flight of experiment {experiment}):")
+            lines += [f"  - {problem}" for problem in problems]
+    lines.append(run_cells_advice(product, results, profile, blocked=len(lines) > 1))
+    return "\n".join(lines)
+
+
+def _sweep_words(results: Path, profile: str) -> list[str]:
+    return ([] if profile == REPRODUCE else [f"profile={profile}"]) + (
+        [] if Path(results) == Path("results") else [f"results_root={results}"])
+
+
+def run_cells_advice(product: Product, results: Path, profile: str, blocked: bool = False) -> str:
+    """``Run its cells: ...``: the sweep of each of ``product``'s experiments (or its own make target,
+    ``make demo``, which also builds it), then the command that rebuilds it."""
+    words = _sweep_words(results, profile)
+    sweeps = " and ".join(f"python -m vcast.sweep experiment={e} {' '.join(words)}".rstrip() + " -m"
+                          for e in product.experiments)
+    target = make_target(product)
+    rebuild = (f"make {target} REPORT_ONLY=1" + ("" if profile == REPRODUCE else f" PROFILE={profile}")
+               + ("" if Path(results) == Path("results") else f" RESULTS={results}")) if target else (
+        f"python -m vcast.report build {product.name}" + ("" if profile == REPRODUCE else f" --profile {profile}")
+        + ("" if Path(results) == Path("results") else f" --results {results}"))
+    own = f"make {product.make}, or " if product.make and not words else ""
+    return (f"Run its cells{' once those are fixed' if blocked else ''}: {own}{sweeps} (hydra/launcher=slurm_h100 "
+            f"for a SLURM job array), then rebuild: {rebuild}")
 
 
 def _defaults() -> argparse.Namespace:
@@ -336,6 +397,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=None,
                        help="also write <stem>-analysis.{csv,md,tex} and <stem>-tradeoff.{png,pdf} (see analyze); "
                             "default: the target's own choice")
+    build.add_argument("--summary", action=argparse.BooleanOptionalAction, default=None,
+                       help="with --analysis, also write <stem>-summary.{md,csv}: methods x ratios with ± intervals "
+                            "and the paired difference from V-CAST (one benchmark); default: the target's own choice")
     _resampling_arguments(build)
     build.add_argument("--paper-csv", type=Path, default=SHIPPED, help="published numbers (default: the shipped copy)")
     build.add_argument("--ratio", type=float, default=0.25,
@@ -357,7 +421,8 @@ def _parser() -> argparse.ArgumentParser:
         "qualitative", help="fig:badcase: items V-CAST answers right and chosen baselines wrong, with kept maps")
     qualitative.add_argument("experiment", help="the experiment whose cells to read (a folder under --results)")
     qualitative.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
-    qualitative.add_argument("--out", type=Path, help="output folder (default: <results>/figures)")
+    qualitative.add_argument("--out", type=Path, help="output folder (default: where the experiment's target writes "
+                                                      "its figures: <results>/demo for the demo, else <results>/figures)")
     qualitative.add_argument("--baselines", default=",".join(QUALITATIVE_BASELINES),
                              help="methods that must answer wrong, comma-separated (default: %(default)s)")
     qualitative.add_argument("--vanilla-wrong", action="store_true", help="the unpruned model must answer wrong too")
@@ -391,7 +456,10 @@ def _analyze(args: argparse.Namespace) -> int:
     collection = collect(args.results) if args.results.is_dir() else None
     frame = collection.frame if collection else pd.DataFrame(columns=COLUMNS)
     frame = frame[frame["profile"] == args.profile]
-    out_dir = args.out or (args.results / product.out_dir if product.out_dir else args.results / "tables")
+    if not finished_cells(frame, product):
+        print(no_cells_refusal(product, args.results, args.profile), file=sys.stderr)
+        return 1
+    out_dir = args.out or product.folder(args.results, "tables")
     written, problems = write_analysis_outputs(product, args.results, frame, out_dir, profile=args.profile,
                                                model=args.model, resamples=args.resamples, seed=args.seed)
     for path in written:
@@ -410,18 +478,29 @@ def _qualitative(args: argparse.Namespace) -> int:
         _parser().error(f"--items must be at least 1, got {args.items}")
     baselines = [name.strip() for name in args.baselines.split(",") if name.strip()]
     try:
-        written, problems = write_qualitative(args.results, args.experiment, args.out or args.results / "figures",
+        written, problems = write_qualitative(args.results, args.experiment,
+                                              args.out or qualitative_folder(args.experiment, args.results),
                                               ratio=args.ratio, frames=args.frames, baselines=baselines,
                                               vanilla_wrong=args.vanilla_wrong, items=args.items, seed=args.seed,
                                               model=args.model)
     except (ValueError, FileNotFoundError) as error:
-        print(f"qualitative: {error}", file=sys.stderr)
+        product = find_product(args.experiment)
+        missing = any(words in str(error) for words in ("no finished cell", "no results folder"))
+        advice = f"\n{run_cells_advice(product, args.results, REPRODUCE)}" if product and missing else ""
+        print(f"qualitative: {error}{advice}", file=sys.stderr)
         return 1
     for path in written:
         print(f"wrote {path}")
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
     return 0 if written else 1
+
+
+def qualitative_folder(experiment: str, results: Path) -> Path:
+    """Where ``qualitative <experiment>`` writes: with the other figures of the experiment's
+    target (``demo``: ``<results>/demo``), else in ``<results>/figures``."""
+    product = find_product(experiment)
+    return product.folder(results, "figures") if product else Path(results) / "figures"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -443,6 +522,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (FileNotFoundError, ValueError) as error:
             _parser().error(str(error))
     if args.command == "collect":
+        if not args.results.is_dir():
+            _parser().error(f"no results folder {args.results}: run a sweep first (make demo writes results/demo)")
         collection = collect(args.results)
         text = collection.frame.to_csv(index=False)
         if args.out:
@@ -495,4 +576,4 @@ def adhoc_product(experiment: str, results: Path) -> Product:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(main))

@@ -24,7 +24,7 @@ MINUS = "−"
 SUFFIX = "-analysis"
 
 
-def _signed(value: float, digits: int = 1) -> str:
+def signed(value: float, digits: int = 1) -> str:
     text = f"{value:+.{digits}f}"
     return "0.0" if text in ("+0.0", "-0.0") else text.replace("-", MINUS)
 
@@ -35,8 +35,8 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def _interval(low: float, high: float) -> str:
-    return f"[{_signed(low)}, {_signed(high)}]"
+def interval_text(low: float, high: float) -> str:
+    return f"[{signed(low)}, {signed(high)}]"
 
 
 def _reference_cells(row: Optional[pd.Series], with_loyalty: bool) -> list[str]:
@@ -44,7 +44,7 @@ def _reference_cells(row: Optional[pd.Series], with_loyalty: bool) -> list[str]:
         return [MISSING] * (6 if with_loyalty else 3)
     cells = [f"{row['loyalty']:.1f}", str(int(row["right_to_wrong"])), str(int(row["wrong_to_right"]))] \
         if with_loyalty else []
-    return cells + [_signed(row["difference"]), _interval(row["ci_low"], row["ci_high"]), _p(row["p_mcnemar"])]
+    return cells + [signed(row["difference"]), interval_text(row["ci_low"], row["ci_high"]), _p(row["p_mcnemar"])]
 
 
 HEADER = ["Method", "Ratio", "Benchmark", "Items", "Score", "Loyalty %", "R→W", "W→R",

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings, read_samples
+from vcast.report.shared_reasons import SharedReasons
 from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
 from vcast.variants import PAPER
 
@@ -158,8 +159,11 @@ def cell_dirs(root: Path) -> Iterator[tuple[Path, str]]:
 
 
 def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
-            scorings: Optional[dict[str, TaskScoring]] = None) -> Collection:
-    """Every cell under ``root`` (a results root or one experiment's folder) as a tidy frame."""
+            scorings: Optional[dict[str, TaskScoring]] = None,
+            folders: Optional[Sequence[str]] = None) -> Collection:
+    """Every cell under ``root`` (a results root or one experiment's folder) as a tidy frame;
+    ``folders``: only the cells of these experiment folders of the results root ``root`` (a target's
+    build reads its own, and says nothing of other experiments' cells)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no results folder {root}")
@@ -167,6 +171,8 @@ def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for cell_dir, where in cell_dirs(root):
+        if folders is not None and Path(where).parts[0] not in folders:
+            continue
         try:
             try:
                 record = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
@@ -184,10 +190,15 @@ def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
     frame = frame.astype({"frames": "int64", "ratio": "float64", "value": "float64", "limit": "float64",
                           "missing_videos": "int64"})
     logger.info("read %d cell(s) under %s (%d skipped)", frame["cell"].nunique(), root, len(problems))
-    for cell in sorted(frame.loc[frame["limit"].notna(), "cell"].unique()):
-        logger.warning("%s is a partial run (limit %g): its numbers are marked, not a full result", cell,
-                       frame.loc[frame["cell"] == cell, "limit"].iloc[0])
-    for cell in sorted(frame.loc[frame["missing_videos"] > 0, "cell"].unique()):
-        logger.warning("%s: %d item(s) had no readable video (answered empty)", cell,
-                       frame.loc[frame["cell"] == cell, "missing_videos"].iloc[0])
+    # One line per reason (a smoke sweep's cells share their limit), not one per cell.
+    cells = frame.drop_duplicates("cell").sort_values("cell")
+    partial, unreadable = SharedReasons(), SharedReasons()
+    for cell, limit in cells.loc[cells["limit"].notna(), ["cell", "limit"]].itertuples(index=False):
+        partial.add(limit, cell)
+    for cell, missing in cells.loc[cells["missing_videos"] > 0, ["cell", "missing_videos"]].itertuples(index=False):
+        unreadable.add("", f"{cell} ({missing})")
+    partial.log(logger, logging.WARNING, "{count} cell(s) are partial runs (limit {reason:g}): their numbers are "
+                "marked, not a full result")
+    unreadable.log(logger, logging.WARNING, "{count} cell(s) had items with no readable video (answered empty; "
+                   "how many in brackets)")
     return Collection(frame=frame, problems=problems)

@@ -8,7 +8,8 @@ the figures (``<out>/<stem>.{png,pdf}``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Literal, Optional
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,19 @@ class Product:
     # What every build of this target writes beyond the tables (BUILD_OPTIONS), whichever command
     # builds it (make, report build): one target, one set of outputs with the same columns.
     options: tuple[str, ...] = ()
+    # The make target that runs its cells and builds it, for a target with no finished cell (``demo``); the paper
+    # tables' is their table-<name> target (vcast.report.__main__.make_target).
+    make: Optional[str] = None
+
+    def folder(self, results: Path, kind: Literal["tables", "figures"]) -> Path:
+        """Where its outputs of ``kind`` (``tables``, ``figures``) go under ``results``: its own
+        ``<results>/<out_dir>`` for a target that has one (the demo's: every output together), else
+        the folder shared by the paper's targets, ``<results>/<kind>``."""
+        return Path(results) / (self.out_dir or kind)
 
 
 # The build options a target may turn on by default (``python -m vcast.report build --help``).
-BUILD_OPTIONS = ("kept_tokens", "intervals", "analysis")
+BUILD_OPTIONS = ("kept_tokens", "intervals", "analysis", "summary")
 
 
 def _single(name: str, experiment: str, layout: str, description: str, figures: tuple[str, ...] = ()) -> Product:
@@ -65,9 +75,10 @@ PRODUCTS: dict[str, Product] = {product.name: product for product in (
             description="fig:budget_analysis, from the budgets its cells recorded"),
     Product("demo", ("demo",), (TableOutput("demo", None, ("demo",)),), ("budget-profiles", "budget-analysis"),
             out_dir="demo",
-            model="demo_qwen3vl", options=BUILD_OPTIONS,
-            description="the demo's table (kept tokens, ± intervals), its per-sample analysis and trade-off figure, "
-                        "and the budget figures from the budgets its cells recorded"),
+            model="demo_qwen3vl", options=BUILD_OPTIONS, make="demo",
+            description="the demo's table (kept tokens, ± intervals), its summary (methods x ratios, Δ vs V-CAST), "
+                        "its per-sample analysis and trade-off figure, and the budget figures from the budgets its "
+                        "cells recorded"),
 )}
 
 

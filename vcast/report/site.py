@@ -134,8 +134,7 @@ class Experiment:
 
 def _product_candidates(product: Product, experiment: str, results_root: Path, profile: str) -> list[Path]:
     """Every file a report build of ``product`` can write for ``experiment``'s tables and figures."""
-    tables = results_root / (product.out_dir or "tables")
-    figures = results_root / (product.out_dir or "figures")
+    tables, figures = product.folder(results_root, "tables"), product.folder(results_root, "figures")
     outputs = product.tables or ((TableOutput(product.name, None, product.experiments),) if product.experiments else ())
     paths = []
     for output in outputs:

@@ -50,6 +50,7 @@ from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT, SIDE_COLUMNS, one_
 from vcast.report.figures import ALLOCATION_COLORS, save_figure
 from vcast.report.layouts import MAIN_AVERAGE, REFERENCE
 from vcast.report.names import method_name, model_name
+from vcast.report.shared_reasons import SharedReasons
 
 logger = logging.getLogger(__name__)
 
@@ -133,11 +134,13 @@ def tradeoff_points(frame: pd.DataFrame, *, model: str, experiments: Optional[Se
     if not wanted:
         raise ValueError(f"trade-off: no benchmark scores for model {model!r}")
     points = []
+    # A grid of CPU cells shares one reason: said once, with the count and a few points.
+    lacking, off_gpu = SharedReasons(), SharedReasons()
     for (frames, method, ratio), cell in rows.groupby(["frames", "method", "ratio"], sort=True):
         scores = cell[cell["benchmark"].isin(wanted)]
+        where = f"{method} {frames:g}f r={ratio:g}"
         if set(scores["benchmark"]) != set(wanted):
-            logger.info("trade-off: %s at %gf r=%g lacks %s; not drawn", method, frames, ratio,
-                        ", ".join(sorted(set(wanted) - set(scores["benchmark"]))))
+            lacking.add(", ".join(sorted(set(wanted) - set(scores["benchmark"]))), where)
             continue
         tasks = sorted(scores["task"].unique())
         point = {"frames": int(frames), "method": method, "ratio": float(ratio),
@@ -150,10 +153,12 @@ def tradeoff_points(frame: pd.DataFrame, *, model: str, experiments: Optional[Se
                 sources = _memory_sources(values)
                 point["memory_source"] = ",".join(sorted(sources))
                 if _off_gpu(point["memory_source"]) and np.isfinite(point[MEMORY]):
-                    logger.info("trade-off: %s at %gf r=%g: peak memory is %s (not GPU memory); not drawn",
-                                method, frames, ratio, point["memory_source"])
+                    off_gpu.add(point["memory_source"], where)
                     point[MEMORY] = np.nan
         points.append(point)
+    lacking.log(logger, logging.INFO, "trade-off: {count} point(s) lack {reason}; not drawn")
+    off_gpu.log(logger, logging.INFO, "trade-off: peak memory of {count} point(s) is {reason} (process memory of CPU "
+                "runs, not GPU memory); not drawn")
     table = pd.DataFrame(points, columns=["frames", "method", "ratio", "accuracy", "tasks", *METRICS, "memory_source"])
     for metric in METRICS:
         table[f"pareto_{metric}"] = False
@@ -491,8 +496,7 @@ def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy
     title = (f"{model_name(model)}: accuracy vs cost\n(one curve per method over its retention ratios, "
              "V-CAST's labelled; ringed: Pareto front)")
     note = memory_note(points)
-    if note:
-        logger.info("trade-off: %s", note)
+    if note:  # in the figure; the log said it once already, with the points (tradeoff_points)
         title += f"\n{note}"
     suptitle = figure.suptitle(title, fontsize=10)
     handles = [Line2D([], [], color=styles[m]["color"], marker=styles[m]["marker"], linewidth=styles[m]["linewidth"])

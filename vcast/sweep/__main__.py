@@ -7,8 +7,10 @@ one after another in this process. ``dry_run=true`` prints the jobs (and the sba
 without running anything (:mod:`vcast.sweep.plan`). See ``configs/README.md``.
 
 Exit codes: 0 all cells ok or skipped; 1 a cell was invalid, failed, ran out of memory or was
-refused as a mismatch; 2 pre-flight stopped the sweep before any job (a missing checkpoint or
-dataset, or an override that nothing would read: :mod:`vcast.sweep.overrides`); 130 interrupted (Ctrl-C).
+refused as a mismatch; 2 the sweep stopped before any job: a name typed wrong (a key, config,
+variant or parameter: :mod:`vcast.sweep.names`, with the closest spellings), an override that
+nothing would read (:mod:`vcast.sweep.overrides`), or pre-flight (a missing checkpoint or
+dataset); 130 interrupted (Ctrl-C).
 
 Ctrl-C (SIGINT) ends the sweep with one line on stderr and exit code 130 whenever it comes: during
 pre-flight, inside a cell (its lmms-eval child, in the sweep's process group, gets the same SIGINT
@@ -19,9 +21,11 @@ ends the sweep and later ones are ignored (a wrapper that forwards Ctrl-C to its
 the second would land in the first one's cleanup or in an atexit callback, with a traceback). The
 KeyboardInterrupt waits while the main thread is inside Hydra or OmegaConf (a config left half
 changed fails the cleanup with another error: a traceback and exit 1), swaps a cell folder in or
-starts a child process, and is raised as soon as the thread is out of them (milliseconds). Out of
-its reach: ``import vcast`` (torch) before this module runs, and the end of Python's shutdown after
-the atexit callbacks, where SIGINT's default kills the process (a shell shows exit status 130).
+starts a child process, and is raised as soon as the thread is out of them (milliseconds). It is
+installed before this module imports Hydra (``import vcast``, which ``python -m`` runs first, loads
+nothing heavy), so a Ctrl-C while the imports load ends the same way. Out of its reach: the
+interpreter's own start-up (tens of milliseconds), and the end of Python's shutdown after the
+atexit callbacks, where SIGINT's default kills the process (a shell shows exit status 130).
 
 A SIGINT that the sweep inherits as ignored stays ignored, by the sweep and its lmms-eval children,
 as Python itself leaves it: a shell without job control starts ``sweep &`` so, meaning the
@@ -189,10 +193,11 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     from hydra.utils import to_absolute_path
 
     from vcast.sweep.execute import record_failure, run_cell
+    from vcast.sweep.grid import experiment_of
 
     if cfg.logger not in ("none", "wandb"):
         raise ValueError(f"logger must be 'none' or 'wandb', got {cfg.logger!r}")
-    experiment = HydraConfig.get().runtime.choices.get("experiment") or "adhoc"
+    experiment = experiment_of(cfg, HydraConfig.get().runtime.choices)
     results_root = Path(to_absolute_path(cfg.results_root))
     try:
         spec = spec_from_config(cfg, experiment)
@@ -239,7 +244,7 @@ def _report(outcome: dict[str, Any]) -> dict[str, Any]:
 def run(argv: list[str]) -> int:
     """The command line's entry point: the dry run, or the sweep; its exit code (130 once interrupted,
     whatever the sweep had got to; see the module docstring)."""
-    from vcast.sweep.overrides import unread_overrides
+    from vcast.sweep.names import refusals
     from vcast.sweep.plan import dry_run, requested
     from vcast.sweep.summary import exit_code
 
@@ -247,11 +252,13 @@ def run(argv: list[str]) -> int:
     try:
         try:
             interrupts.arm()
-            unread = unread_overrides(argv)
-            if unread:  # before Hydra, whose advice for an unknown key ("use +key=") runs a cell that ignores it
+            unread = refusals(argv)
+            # before Hydra, whose advice for an unknown key ("use +key=") runs a cell that ignores it, and
+            # whose answer to an unknown config is its search path and every config of the group
+            if unread:
                 for problem in unread:
                     print(f"refused: {problem}", file=sys.stderr)
-                print(f"no cell was started: {len(unread)} override(s) would be read by nothing", file=sys.stderr)
+                print(f"no cell was started: {len(unread)} override(s) refused", file=sys.stderr)
                 code = 2
             elif requested(argv):
                 code = dry_run(argv)

@@ -11,13 +11,13 @@ the benchmark data (so a typo fails in seconds, not after a model download or a 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from vcast.checkpoint_paths import HUB_ID, build_command
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = Path(__file__).resolve().parents[1]
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 HUB_TIMEOUT_S = 10.0
 
 
@@ -63,6 +63,9 @@ def pretrained_problem(path: str, cwd: Optional[Path] = None) -> Optional[str]:
         if candidate.exists():
             return f"{candidate} is not a folder"
     tried = " or ".join(str(c) for c in candidates)
+    built = build_command(candidates)
+    if built is not None:
+        return f"pretrained {path!r} not found (tried {tried}): build it with {built}"
     if not HUB_ID.fullmatch(path) or ".." in path:
         return f"pretrained {path!r} not found (tried {tried})"
     from huggingface_hub import try_to_load_from_cache

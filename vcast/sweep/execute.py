@@ -141,10 +141,11 @@ def _has_cuda() -> bool:
 
 
 class CellLock:
-    """Non-blocking exclusive ``lockf`` on ``<parent>/.<task>.lock`` (works on NFS)."""
+    """Non-blocking exclusive ``lockf`` on ``<parent>/.<task>.lock`` (works on NFS); the holder
+    writes who it is into the file (host, pid, SLURM job, since when), for :func:`lock_holder`."""
 
     def __init__(self, cell_dir: Path) -> None:
-        self.path = cell_dir.parent / f".{cell_dir.name}.lock"
+        self.path = lock_path(cell_dir)
         self._handle: Optional[Any] = None
 
     def acquire(self) -> bool:
@@ -155,6 +156,12 @@ class CellLock:
         except OSError:
             handle.close()
             return False
+        handle.seek(0)
+        handle.truncate()
+        job = _slurm_job_id()
+        handle.write(f"host {socket.gethostname()}, pid {os.getpid()}" + (f", SLURM job {job}" if job else "")
+                     + f", since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
         self._handle = handle
         return True
 
@@ -163,6 +170,26 @@ class CellLock:
             fcntl.lockf(self._handle, fcntl.LOCK_UN)
             self._handle.close()
             self._handle = None
+
+
+def lock_path(cell_dir: Path) -> Path:
+    return cell_dir.parent / f".{cell_dir.name}.lock"
+
+
+def lock_holder(cell_dir: Path) -> Optional[str]:
+    """Who holds ``cell_dir``'s lock now (``host ..., pid ..., SLURM job ..., since ...``; ``a live
+    job`` when it wrote nothing), or None when no live job does."""
+    path = lock_path(cell_dir)
+    if not path.is_file():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            return handle.read().strip() or "a live job"
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+        return None
 
 
 def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
@@ -181,8 +208,9 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
         return finished
     lock = CellLock(cell_dir)
     if not lock.acquire():
-        logger.warning("%s: another job is running this cell; skipped", spec.name)
-        return {"cell": spec.name, "status": "busy"}
+        holder = lock_holder(cell_dir) or "another job"
+        logger.warning("%s: busy: %s is running this cell; not run twice", spec.name, holder)
+        return {"cell": spec.name, "status": "busy", "error": f"running in {holder}"}
     try:
         finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
         if finished is not None:

@@ -1,8 +1,10 @@
 """``python -m vcast.sweep experiment=X hydra/launcher=slurm_h100 dry_run=true -m``: the sweep's jobs
 and, for SLURM, the sbatch script of its job array, printed; nothing is run or submitted.
 
-One line per job: its index (the SLURM array task id), its cell and what the sweep would do with
-it (run, skip: finished, mismatch, invalid), then the pre-flight problems. The sbatch text is
+One line per job, one job per distinct cell: its index (the SLURM array task id), its cell and what
+the sweep would do with it (run; skip: finished; busy: running in another live job; refuse: finished
+for another request; invalid), the counts, then the pre-flight problems and, for SLURM, the
+partition and where it came from. The sbatch text is
 submitit's own rendering of the launcher's parameters, so it is the script a real submission
 writes (it needs ``srun`` on the machine, as submitting does).
 """
@@ -10,12 +12,13 @@ writes (it needs ``srun`` on the machine, as submitting does).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 from omegaconf import OmegaConf
 
-from vcast.sweep.grid import command_line_grid, compose_job, initialized
+from vcast.sweep.grid import command_line_points, compose_job, distinct_jobs, initialized
 
 logger = logging.getLogger("vcast.sweep")
 
@@ -44,11 +47,12 @@ def dry_run(arguments: Sequence[str], print_line: Any = print) -> int:
     problem (unless ``preflight=false``), 1 when a job is invalid, else 0."""
     from hydra.core.hydra_config import HydraConfig
 
-    from vcast.sweep.start import grid_problems, job_action
+    from vcast.sweep.start import action_kind, grid_problems, job_action, slurm_partition
 
     words = [word for word in arguments if word not in _FLAGS and not word.startswith("dry_run=")]
-    jobs = list(command_line_grid(words))
+    points = command_line_points(words)
     with initialized():
+        jobs = distinct_jobs(points)
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(words)
@@ -59,15 +63,22 @@ def dry_run(arguments: Sequence[str], print_line: Any = print) -> int:
         results_root = results_root if results_root.is_absolute() else cwd / results_root
         launcher = OmegaConf.to_container(primary.hydra.launcher, resolve=True)
         strict = bool(primary.get("preflight", True))
-    print_line(f"# {len(jobs)} job(s); results in {results_root.resolve()}")
-    for job in jobs:
-        print_line(f"{job.num:4d}  {job.spec.name if job.spec else '-'}  {job_action(job, results_root)}")
+        partition = slurm_partition(primary)
+    merged = "" if len(points) == len(jobs) else f" ({len(points)} grid points; a cell named at several runs once)"
+    print_line(f"# {len(jobs)} cell(s), one job each{merged}; results in {results_root.resolve()}")
+    actions = [job_action(job, results_root) for job in jobs]
+    for job, action in zip(jobs, actions):
+        print_line(f"{job.num:4d}  {job.spec.name if job.spec else '-'}  {action}")
+    counts = Counter(action_kind(action) for action in actions)
+    print_line("# " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     machine, cells = grid_problems(jobs, cwd)
     for problem in machine:
         print_line(f"# pre-flight: {problem}")
     target = str(launcher.get("_target_", ""))
+    if partition is not None:
+        print_line(f"# partition: {partition}")
     if target.endswith("SlurmLauncher"):
-        print_line(f"# sbatch script of the job array ({len(jobs)} task(s)); not submitted")
+        print_line(f"# sbatch script of the job array ({len(jobs)} task(s), one per cell); not submitted")
         try:
             print_line(sbatch_script(launcher, len(jobs)))
         except (RuntimeError, OSError) as error:

@@ -1,10 +1,12 @@
 """The start of a sweep, in the launching process, before any job: pre-flight and the plan.
 
-:class:`SweepStart` (``hydra.callbacks.start`` in ``configs/sweep.yaml``) expands the grid
-(:mod:`vcast.sweep.grid`), checks what the cells need from the machine
-(:mod:`vcast.sweep.environment`: checkpoints, benchmark data, task folders), logs how many cells
-there are, how many are already finished and where results go, and writes the progress file.
-A missing checkpoint or dataset stops the sweep here with every problem listed (exit code 2),
+The sweeper (``hydra_plugins.vcast_sweeper``) expands the grid into one job per distinct cell
+(:mod:`vcast.sweep.grid`) and calls :func:`check_and_plan`; :class:`SweepStart`
+(``hydra.callbacks.start`` in ``configs/sweep.yaml``) does the same for a single cell. It checks
+what the cells need from the machine (:mod:`vcast.sweep.environment`: checkpoints, benchmark data,
+task folders), logs how many cells there are, how many are finished or running in another job,
+where results go and, for SLURM, the partition and where it came from, and writes the progress
+file. A missing checkpoint or dataset stops the sweep here with every problem listed (exit code 2),
 unless ``preflight=false``; an invalid cell or an unimplemented method is listed and left to its
 job, which records it.
 """
@@ -12,6 +14,7 @@ job, which records it.
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -19,7 +22,7 @@ from typing import Any, Optional, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from vcast.sweep.grid import GridJob, experiment_of, grid_jobs
+from vcast.sweep.grid import GridJob, experiment_of
 from vcast.sweep.progress import start_progress
 
 logger = logging.getLogger("vcast.sweep")
@@ -62,23 +65,45 @@ def grid_problems(jobs: Sequence[GridJob], cwd: Optional[Path] = None) -> tuple[
     return list(machine), cells
 
 
+def sweep_machine_problems(words: Sequence[str], cwd: Optional[Path] = None) -> list[str]:
+    """The machine problems (checkpoints, benchmark data, task folders) that pre-flight would stop
+    ``python -m vcast.sweep <words> -m`` with; one grid point per model and task is composed (the
+    method, ratio and frame count need nothing from the machine)."""
+    from vcast.sweep.grid import command_line_points, distinct_jobs, initialized
+
+    representatives: dict[tuple[str, ...], list[str]] = {}
+    for point in command_line_points(words):
+        key = tuple(word for word in point if not word.startswith(("method=", "ratio=", "frames=")))
+        representatives.setdefault(key, point)
+    with initialized():
+        jobs = distinct_jobs(list(representatives.values()))
+    return grid_problems(jobs, cwd)[0]
+
+
 def job_action(job: GridJob, results_root: Path) -> str:
-    """What the sweep will do with ``job``: ``run``, ``skip (finished)``, ``refuse (mismatch: ...)``
-    or ``invalid: ...``."""
+    """What the sweep will do with ``job``: ``run``, ``skip (finished)``, ``busy (running in
+    <holder>)`` (another live job holds the cell: this one will not run it twice),
+    ``refuse (mismatch: ...)`` or ``invalid: ...``."""
     from vcast.sweep.cell import identity_mismatch, is_complete, read_cell
+    from vcast.sweep.execute import lock_holder
 
     if job.spec is None:
         return f"invalid: {job.error}"
     cell_dir = results_root / job.spec.relative_dir
+    holder = lock_holder(cell_dir)
+    if holder is not None:
+        return f"busy (running in {holder})"
     if not is_complete(cell_dir):
         return "run"
     differences = identity_mismatch((read_cell(cell_dir) or {}).get("spec") or {}, job.spec)
     return f"refuse (mismatch: {'; '.join(differences)})" if differences else "skip (finished)"
 
 
-def check_and_plan(jobs: Sequence[GridJob], cfg: DictConfig, progress_dir: Optional[Path]) -> None:
+def check_and_plan(jobs: Sequence[GridJob], cfg: DictConfig, progress_dir: Optional[Path],
+                   grid_points: Optional[int] = None) -> None:
     """Log the plan and every problem; raise :class:`PreflightFailed` on a machine problem
-    (a warning instead with ``preflight=false``)."""
+    (a warning instead with ``preflight=false``). ``jobs``: one per distinct cell; ``grid_points``:
+    how many points of the grid they stand for (more when some name the same cell)."""
     cwd = Path(cfg.hydra.runtime.cwd)
     results_root = Path(cfg.results_root) if Path(cfg.results_root).is_absolute() else cwd / cfg.results_root
     machine, cells = grid_problems(jobs, cwd)
@@ -91,33 +116,61 @@ def check_and_plan(jobs: Sequence[GridJob], cfg: DictConfig, progress_dir: Optio
         logger.error("pre-flight: %d problem(s); no cell was started. Fix them, or run with preflight=false to "
                      "start anyway", len(machine))
         raise PreflightFailed()
-    actions = {}  # cell (or job) -> action; two grid points may name one cell (vanilla at every ratio)
-    for job in jobs:
-        actions.setdefault(job.spec.name if job.spec else f"job {job.num}", job_action(job, results_root))
-    counts = Counter(action.split(" ")[0].rstrip(":") for action in actions.values())
-    logger.info("sweep: %d job(s), %d cell(s): %s; results in %s", len(jobs), len(actions),
+    actions = [job_action(job, results_root) for job in jobs]
+    counts = Counter(action_kind(action) for action in actions)
+    merged = "" if grid_points is None or grid_points == len(jobs) else (
+        f" ({grid_points} grid points: a cell named at several, such as vanilla at every ratio, runs once)")
+    logger.info("sweep: %d cell(s), one job each%s: %s; results in %s", len(jobs), merged,
                 ", ".join(f"{counts[key]} {label}" for key, label in _LABELS if counts[key]) or "nothing to do",
                 results_root.resolve())
-    for name, action in actions.items():
-        if action.startswith("refuse"):
-            logger.warning("%s: will be %s", name, action.replace("refuse", "refused"))
+    for job, action in zip(jobs, actions):
+        if action.startswith(("refuse", "busy")):
+            logger.warning("%s: will be %s", job.spec.name if job.spec else f"job {job.num}",
+                           action.replace("refuse", "refused", 1))
+    partition = slurm_partition(cfg)
+    if partition is not None:
+        logger.info("SLURM partition: %s", partition)
     if progress_dir is not None:
         start_progress(progress_dir, total=len(jobs), finished=len(jobs) - counts["run"],
                        cells=[job.spec.name for job in jobs if job.spec is not None])
 
 
-_LABELS = (("run", "to run"), ("skip", "finished already (skipped)"), ("refuse", "refused (finished for another "
-            "request; rerun_mismatched=true replaces them)"), ("invalid", "invalid"))
+def action_kind(action: str) -> str:
+    """``run``, ``skip``, ``busy``, ``refuse`` or ``invalid`` of a :func:`job_action` line."""
+    return action.split(" ")[0].rstrip(":")
+
+
+_LABELS = (("run", "to run"), ("skip", "finished already (skipped)"),
+           ("busy", "running in another live job (not run twice)"),
+           ("refuse", "refused (finished for another request; rerun_mismatched=true replaces them)"),
+           ("invalid", "invalid"))
+PARTITION_ENV = "VCAST_SLURM_PARTITION"
+
+
+def slurm_partition(cfg: DictConfig) -> Optional[str]:
+    """``<partition> (<where it came from>)`` when the sweep's launcher is SLURM, else None: the
+    command line (``hydra.launcher.partition=...``), the environment (``VCAST_SLURM_PARTITION``),
+    or the launcher config's default."""
+    launcher = cfg.hydra.launcher
+    if not str(launcher.get("_target_", "")).endswith("SlurmLauncher"):
+        return None
+    partition = launcher.get("partition")
+    words = [*cfg.hydra.overrides.get("hydra", []), *cfg.hydra.overrides.get("task", [])]
+    given = [word for word in words if word.lstrip("+~").startswith("hydra.launcher.partition=")]
+    raw = OmegaConf.to_container(launcher, resolve=False).get("partition")
+    if given:
+        source = f"from the command line ({given[-1]})"
+    elif isinstance(raw, str) and PARTITION_ENV in raw:
+        source = (f"from {PARTITION_ENV}" if os.environ.get(PARTITION_ENV) else
+                  f"the launcher config's default; set {PARTITION_ENV} or hydra.launcher.partition=<yours>")
+    else:
+        source = "set by the launcher or experiment config"
+    return f"{partition} ({source})" if partition else f"none: SLURM's default partition ({source})"
 
 
 class SweepStart(Callback):
-    """Hydra callback: pre-flight and the plan before the first job (see the module docstring)."""
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        params = OmegaConf.to_container(config.hydra.sweeper.params, resolve=False) if config.hydra.sweeper.get(
-            "params") else {}
-        jobs = grid_jobs({k: str(v) for k, v in (params or {}).items()}, list(config.hydra.overrides.task))
-        check_and_plan(jobs, config, Path(config.hydra.sweep.dir))
+    """Hydra callback: pre-flight and the plan of a single cell (a multirun's are its sweeper's; see
+    the module docstring)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         from vcast.sweep.spec import spec_from_config

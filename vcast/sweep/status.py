@@ -12,21 +12,27 @@ own words) for a sweep not started yet.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from vcast.eval.resume import cell_progress
-from vcast.sweep.cell import CELL_FILE, is_complete, read_cell
-from vcast.sweep.execute import CACHE_DIR, EFFICIENCY_DIR, work_dir
-from vcast.sweep.progress import PROGRESS_FILE
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load ends with one line too
+    from vcast.interrupt_guard import guard_imports
+
+    guard_imports()
+
+from vcast.closed_pipe import run_command  # noqa: E402
+from vcast.eval.resume import cell_progress  # noqa: E402
+from vcast.sweep.cell import CELL_FILE, is_complete, read_cell  # noqa: E402
+from vcast.sweep.execute import CACHE_DIR, EFFICIENCY_DIR, lock_holder, work_dir  # noqa: E402
+from vcast.sweep.progress import PROGRESS_FILE  # noqa: E402
 
 COLUMNS = ("cell", "status", "score", "prefill_s", "generation_s", "total_s", "peak_mb", "items_per_s",
            "tokens_kept/total")
 DEFAULT_ROOT = "results"
+NO_SWEEP_YET = "no sweep has run here yet (make demo writes results/demo; python -m vcast.sweep, results/<experiment>)"
 GOOD = ("ok", "partial")
 
 
@@ -43,20 +49,6 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
     return str(value)
-
-
-def lock_held(cell_dir: Path) -> bool:
-    """Whether a job holds the cell's lock now (see :class:`vcast.sweep.execute.CellLock`)."""
-    path = cell_dir.parent / f".{cell_dir.name}.lock"
-    if not path.is_file():
-        return False
-    with open(path, "a+") as handle:
-        try:
-            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.lockf(handle, fcntl.LOCK_UN)
-        return False
 
 
 def _staged(cell_dir: Path) -> bool:
@@ -91,7 +83,7 @@ def answered_note(cell_dir: Path) -> str:
 def cell_status(cell_dir: Path) -> str:
     """The status of the cell at ``cell_dir`` (see the module docstring); ``pending`` when
     nothing of it exists."""
-    if lock_held(cell_dir):
+    if lock_holder(cell_dir) is not None:
         return "running" + answered_note(cell_dir)
     record = read_cell(cell_dir)
     if _staged(cell_dir) and not is_complete(cell_dir):
@@ -180,12 +172,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "root must then be the sweep's results_root")
     args = parser.parse_args(argv)
     if not args.root.is_dir():
-        parser.error(f"no such folder: {args.root.resolve()} (give the results folder, e.g. results/demo)")
+        parser.error(f"no such folder: {args.root.resolve()} (give the results folder, e.g. results/demo; {NO_SWEEP_YET})")
     extra = planned_cells(args.root) + (grid_cells(args.root, args.grid) if args.grid else [])
     dirs = cell_dirs(args.root, extra)
     rows = [_row(args.root, cell_dir) for cell_dir in dirs]
     if not rows:
-        print(f"no cells under {args.root.resolve()}", file=sys.stderr)
+        print(f"no cells under {args.root.resolve()}: {NO_SWEEP_YET}", file=sys.stderr)
         return 1
     print(format_table(rows))
     counts = Counter(row[1].split(" ")[0].rstrip(",") for row in rows)
@@ -210,4 +202,4 @@ def failure_causes(root: Path, dirs: Sequence[Path]) -> list[str]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(main))

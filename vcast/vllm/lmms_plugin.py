@@ -43,6 +43,7 @@ from lmms_eval.api.model import lmms
 from PIL import Image
 from tqdm import tqdm
 
+from vcast.checkpoint_paths import check_local_checkpoint
 from vcast.eval.efficiency import CallRecord, EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
@@ -113,6 +114,7 @@ class VCastVLLM(lmms):
         self.min_pixels, self.max_pixels, self.total_pixels = min_pixels, max_pixels, total_pixels
         self.system_prompt = system_prompt
         self.batch_size_per_gpu = int(batch_size)
+        check_local_checkpoint(pretrained)  # a missing folder named, with its make target
         self.processor = AutoProcessor.from_pretrained(pretrained)
 
         engine = vcast.vllm.engine_kwargs(pretrained, method, self.ratio, dict(method_params))

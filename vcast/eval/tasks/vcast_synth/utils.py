@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # A fixed name: lmms-eval loads this file as a module called "utils".
@@ -32,18 +32,6 @@ _ARTICLE = re.compile(r"A\s+[A-Za-z]")
 _ONLY_LETTER = re.compile(r"[\s(\[*'\"]*([A-Da-d])[\s)\].:,*'\"]*")
 
 
-def _report_missing_data() -> None:
-    """Say how to make the data, once, before lmms-eval's dataset loader fails on a missing jsonl
-    (its own error names a path relative to the working directory, retried for ~15 s)."""
-    if JSONL.is_file() or getattr(logger, "vcast_synth_reported", False):
-        return
-    logger.error("vcast_synth: %s is missing; generate the benchmark with %s", JSONL, GENERATE_HINT)
-    logger.vcast_synth_reported = True  # the logger outlives this module, which is loaded per hook
-
-
-_report_missing_data()
-
-
 def _video(data_dir: Path, doc: dict, hint: str) -> list[str]:
     path = data_dir / doc["video"]
     if not path.is_file():
@@ -51,14 +39,38 @@ def _video(data_dir: Path, doc: dict, hint: str) -> list[str]:
     return [str(path)]
 
 
-def doc_to_visual(doc: dict) -> list[str]:
+def _doc_to_visual(doc: dict) -> list[str]:
     """``[absolute mp4 path]``; raises ``FileNotFoundError`` with the fix if it is missing."""
     return _video(DATA_DIR, doc, GENERATE_HINT)
 
 
-def doc_to_visual_heldout(doc: dict) -> list[str]:
-    """:func:`doc_to_visual` for ``vcast_synth_heldout`` (its videos are under ``data_heldout/``)."""
+def _doc_to_visual_heldout(doc: dict) -> list[str]:
+    """``doc_to_visual`` of ``vcast_synth_heldout`` (its videos are under ``data_heldout/``)."""
     return _video(HELDOUT_DIR, doc, HELDOUT_HINT)
+
+
+# Each task's own hook: its task, data folder and how to make the data. lmms-eval imports this file for
+# every task that names it and looks a task's hooks up only when that task is loaded (indexing the
+# folder reads no hook), right before it reads the task's jsonl. So the data is checked there, in
+# the module's __getattr__, not at import: a check at import named vcast_synth's missing data to a
+# run that asked for vcast_synth_heldout alone.
+_VISUAL_HOOKS = {
+    "doc_to_visual": (_doc_to_visual, "vcast_synth", DATA_DIR, GENERATE_HINT),
+    "doc_to_visual_heldout": (_doc_to_visual_heldout, "vcast_synth_heldout", HELDOUT_DIR, HELDOUT_HINT),
+}
+
+
+def __getattr__(name: str) -> Callable[[dict], list[str]]:  # the module's attribute hook (PEP 562)
+    """``doc_to_visual`` (task ``vcast_synth``) or ``doc_to_visual_heldout`` (``vcast_synth_heldout``),
+    after an ERROR naming the command that makes the task's data when its jsonl is missing (lmms-eval's
+    own error would name a path relative to the working directory, after ~8 s of retries)."""
+    if name not in _VISUAL_HOOKS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    hook, task, data_dir, hint = _VISUAL_HOOKS[name]
+    jsonl = data_dir / JSONL.name
+    if not jsonl.is_file():
+        logger.error("%s: %s is missing; generate the benchmark with %s", task, jsonl, hint)
+    return hook
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
