@@ -1,7 +1,7 @@
 # make test   -- install into .venv (and .venv-vllm beside it) if needed, then run the test suite (what CI
-#                runs); then, side by side, the vLLM equality test (make test-vllm), a cell finished over SLURM
-#                requeues on the test cluster (make test-requeue, a few minutes) and the docs' shell examples
-#                in a fresh copy of the repository (make test-docs)
+#                runs); then, side by side, the vLLM equality test (make test-vllm), the tests on the SLURM
+#                test cluster (make test-slurm: a cell finished over requeues, a few minutes, and the job
+#                arrays) and the docs' shell examples in a fresh copy of the repository (make test-docs)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark's 300 held-out items on the
 #                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (the 10 cells of
 #                configs/experiment/demo.yaml at r = 0.25: a few minutes), print the cells' status, write
@@ -37,7 +37,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-docs test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -69,13 +69,18 @@ $(STAMP): pyproject.toml constraints.txt
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
 # The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's);
-# after the main run, three stages that run on their own side by side: the vLLM tests, the requeue test (mostly
-# SLURM's scheduling ticks) and the docs' examples in a fresh copy of the repository. make's --output-sync
-# prints each target's output whole when it ends.
+# after the main run, three stages that run on their own side by side: the vLLM tests, the tests on the SLURM
+# cluster (mostly SLURM's scheduling ticks: the requeue test's minutes, the launcher's job array) and the docs'
+# examples in a fresh copy of the repository. make's --output-sync prints each target's output whole when it ends.
 test:
 	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not requeue and not fresh_clone"
-	$(MAKE) -j3 --output-sync=target test-vllm test-requeue test-docs
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
+	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
+
+# Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), one cluster for all, the
+# requeue test included.
+test-slurm: $(STAMP) $(SLURM_STAMP)
+	$(BIN)/python -m pytest -m slurm -v
 
 # Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
 # checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).

@@ -120,6 +120,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+            item.add_marker(pytest.mark.slurm)  # make test runs them on their own, beside the vLLM tests
 
 
 @pytest.hookimpl(tryfirst=True)
