@@ -77,10 +77,10 @@ test:
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
 	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 
-# Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), one cluster for all, the
-# requeue test included.
+# Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), the requeue test included: two
+# workers, each with its own cluster, so the requeue test's minutes of SLURM ticks overlap the others.
 test-slurm: $(STAMP) $(SLURM_STAMP)
-	$(BIN)/python -m pytest -m slurm -v
+	$(BIN)/python -m pytest -m slurm -v -n 2 --dist loadgroup
 
 # Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
 # checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).

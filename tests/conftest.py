@@ -90,7 +90,8 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
 # The longest tests (a few minutes on 2 cores: whole sweeps through lmms-eval), started first so
 # that under pytest-xdist none of them runs alone at the end while the other workers idle. A
 # scheduling hint only: a renamed test merely starts later.
-LONGEST_FIRST = ("test_build_demo_runs_the_sweep_then_writes_the_table_and_figure",
+LONGEST_FIRST = ("test_cell_longer_than_the_time_limit_finishes_over_requeues",  # make test-slurm's
+                 "test_build_demo_runs_the_sweep_then_writes_the_table_and_figure",
                  "test_in_llm_method_configs_sweep_on_tiny_llava",
                  "test_ctrl_c_at_any_moment_prints_one_line_exits_130_and_keeps_finished_cells")
 

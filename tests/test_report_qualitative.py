@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support.shared_once import shared_demo_sweep
+from tests.support.shared_once import RECORDS_TREE_METHODS, shared_records_tree
 from vcast.kept_records import read_records
 from vcast.report.__main__ import main, qualitative_folder
 from vcast.report.collect import collect
@@ -22,8 +22,7 @@ from vcast.report.qualitative import choose_items, item_records, shown_steps, wr
 from vcast.report.recorded_budgets import CURVE_LABELS, recorded_panels
 from vcast.report.scoring import read_samples
 
-METHODS = ("vanilla", "vcast", "vcast_uniform", "uniform", "visionzip", "vidcom2")
-SWEEP = f"task=vcast_synth frames=32 ratio=0.25 method={','.join(METHODS)}"
+METHODS = RECORDS_TREE_METHODS
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +31,7 @@ pytestmark = pytest.mark.slow
 def tree(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``build demo --run`` on six methods, once per session: the results root, every cell with its
     kept records (read-only: tests that change it copy it first)."""
-    results = shared_demo_sweep(tmp_path_factory, "records-tree", SWEEP)
+    results = shared_records_tree(tmp_path_factory)
     cells = {json.loads(p.read_text())["spec"]["method"]: p.parent for p in (results / "demo").rglob("cell.json")}
     assert sorted(cells) == sorted(METHODS)
     assert all(read_records(cell) for cell in cells.values())

@@ -55,3 +55,14 @@ DEMO_TREE_SWEEP = f"task=vcast_synth frames=8 ratio=0.25 limit=2 method={','.joi
 def shared_demo_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """:data:`DEMO_TREE_SWEEP` through :func:`shared_demo_sweep`, once per session: the results root."""
     return shared_demo_sweep(tmp_path_factory, "demo-tree", DEMO_TREE_SWEEP)
+
+
+# The demo model on the default set's 12 items at 32 frames, where it answers (its qualitative figures and its
+# end-to-end scores read these cells).
+RECORDS_TREE_METHODS = ("vanilla", "vcast", "vcast_uniform", "uniform", "visionzip", "vidcom2")
+RECORDS_TREE_SWEEP = f"task=vcast_synth frames=32 ratio=0.25 method={','.join(RECORDS_TREE_METHODS)}"
+
+
+def shared_records_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:data:`RECORDS_TREE_SWEEP` through :func:`shared_demo_sweep`, once per session: the results root."""
+    return shared_demo_sweep(tmp_path_factory, "records-tree", RECORDS_TREE_SWEEP)

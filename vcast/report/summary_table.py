@@ -53,15 +53,17 @@ def _ratio(value: float) -> str:
 def summary_table(frame: pd.DataFrame, intervals: Optional[pd.DataFrame], comparisons: Optional[pd.DataFrame], *,
                   model: str, experiments: Sequence[str], order: Sequence[str] = ()) -> SummaryTable:
     """The summary of ``model``'s finished cells in ``experiments`` (see the module docstring).
-    ValueError when they hold no cell, or more than one benchmark."""
+    ValueError when they hold no cell, or more than one benchmark or frame count."""
     rows = frame[(frame["model"] == model) & frame["experiment"].isin(list(experiments)) & (frame["status"] == "ok")]
     scores = rows[~rows["benchmark"].isin(SIDE_COLUMNS)]
     benchmarks = sorted(set(scores["benchmark"]))
     if len(benchmarks) != 1:
         raise ValueError(f"a summary needs one benchmark; the cells have {', '.join(benchmarks) or 'none'}")
     (benchmark,) = benchmarks
-    ratios = sorted({round(float(r), 6) for r in scores[scores["method"] != VANILLA]["ratio"]})
     frames_counts = sorted(set(int(f) for f in scores["frames"]))
+    if len(frames_counts) != 1:  # one column per ratio: two frame counts would share a column
+        raise ValueError(f"a summary needs one frame count; the cells have {frames_counts}")
+    ratios = sorted({round(float(r), 6) for r in scores[scores["method"] != VANILLA]["ratio"]})
     listed = [m for m in dict.fromkeys(order) if m in set(scores["method"])]
     methods = listed + sorted(set(scores["method"]) - set(listed), key=method_name)
     if VCAST in methods:  # vanilla, then V-CAST, then the rest in the grid's order
@@ -103,12 +105,11 @@ def summary_table(frame: pd.DataFrame, intervals: Optional[pd.DataFrame], compar
             line.append(_difference(paired, method, lowest, benchmark))
         printed.append(line)
     if partial:
-        notes.append(f"{PARTIAL_MARK.strip()} a partial run (limit {', '.join(f'{v:g}' for v in sorted(partial))}): not a full "
-                     "result.")
-    frames_text = ", ".join(str(f) for f in frames_counts)
-    title = (f"{model_name(model)}, {frames_text} frames, {benchmark}: accuracy %, ± half the cell's 95 % bootstrap "
-             "interval" + (f"; the last column is the paired difference from V-CAST at {_ratio(lowest)} with its "
-                           "95 % interval" if len(header) > len(ratios) + 1 else ""))
+        limits = ", ".join(f"{value:g}" for value in sorted(partial))
+        notes.append(f"{PARTIAL_MARK.strip()} a partial run (limit {limits}): not a full result.")
+    title = (f"{model_name(model)}, {frames_counts[0]} frames, {benchmark}: accuracy %, ± half the cell's 95 % "
+             "bootstrap interval" + (f"; the last column is the paired difference from V-CAST at {_ratio(lowest)} "
+                                     "with its 95 % interval" if len(header) > len(ratios) + 1 else ""))
     return SummaryTable(title, header, printed, methods, notes)
 
 

@@ -108,8 +108,8 @@ class PointComposer:
     points that differ only in plain values (``frames=32``, ``ratio=0.15``) share one composition, a
     copy of which gets their values as Hydra applies a command-line value (after the defaults,
     ``OmegaConf.update``). A grid of 112 points over 28 config choices composes 28 times (Hydra
-    composes in about 80 ms, a copy takes about 5); tests/test_sweep.py holds the results equal to
-    Hydra's own composition of every point of every experiment."""
+    composes in about 80 ms, a copy takes about 5); tests/test_sweep.py holds the cells equal to those
+    of Hydra's own composition at every frames x ratio of every experiment."""
 
     def __init__(self) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
