@@ -77,10 +77,11 @@ test:
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
 	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 
-# Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), the requeue test included: two
-# workers, each with its own cluster, so the requeue test's minutes of SLURM ticks overlap the others.
+# Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), the requeue test first, one
+# cluster for all; only the files that use the cluster are collected.
+SLURM_TEST_FILES = $(shell grep -l slurm_cluster tests/test_*.py)
 test-slurm: $(STAMP) $(SLURM_STAMP)
-	$(BIN)/python -m pytest -m slurm -v -n 2 --dist loadgroup
+	$(BIN)/python -m pytest $(SLURM_TEST_FILES) -m slurm -v
 
 # Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
 # checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).
