@@ -26,11 +26,7 @@ INTERRUPTED_LINE = "interrupted"
 
 
 def _exit_during_imports(signum: int, frame: Optional[FrameType]) -> None:
-    try:
-        sys.stderr.write(f"{INTERRUPTED_LINE}\n")
-        sys.stderr.flush()
-    finally:
-        os._exit(INTERRUPTED_STATUS)  # nothing to clean up yet: the command has not started
+    os._exit(report_interrupt())  # nothing to clean up yet: the command has not started
 
 
 def guard_imports() -> None:
