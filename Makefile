@@ -161,8 +161,10 @@ test-fast: $(STAMP)
 synth-data: $(STAMP)
 	$(BIN)/python scripts/make_synthetic_benchmark.py
 
-# Tiny random-weight checkpoints of the real classes, for the demo and local smoke sweeps.
-tiny-checkpoints: $(CHECKPOINTS)/tiny_qwen3_vl/config.json $(CHECKPOINTS)/tiny_llava_onevision/config.json
+# Tiny random-weight checkpoints of the real classes, one per model family (each package of vcast/families
+# names one; checkpoints/tiny_<family>), for the demo and local smoke sweeps.
+FAMILIES := $(notdir $(patsubst %/,%,$(dir $(wildcard vcast/families/*/__init__.py))))
+tiny-checkpoints: $(FAMILIES:%=$(CHECKPOINTS)/tiny_%/config.json)
 
 $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 	$(BIN)/python scripts/make_tiny_checkpoint.py --arch $* --size tiny --out $(CHECKPOINTS)/tiny_$* --overwrite

@@ -37,7 +37,7 @@ import torch
 
 import vcast
 from vcast.models.meters import PeakMemory, measure
-from vcast.models.reference import encode, mrope_positions, pruned_inputs, survivors, with_text_row
+from vcast.models.reference import encode, full_positions, pruned_inputs, survivors
 from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
 
 logger = logging.getLogger("bench_prefill")
@@ -68,12 +68,14 @@ def processor_batch(arch: str, processor: Any, video: np.ndarray, fps: float) ->
 
 
 def full_inputs(model: Any, inputs: Any, encoded: dict[str, Any]) -> dict[str, Any]:
-    """The unpruned prompt with the encoder outputs precomputed (and, for Qwen3-VL, its positions)."""
+    """The unpruned prompt with the encoder outputs precomputed (and, for MRoPE families, its positions)."""
     kwargs: dict[str, Any] = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
                               "mm_encoder_outputs": dict(encoded)}
     if "mm_token_type_ids" in inputs:
         kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"]
-        kwargs["position_ids"] = with_text_row(mrope_positions(model, inputs))
+    positions = full_positions(model, inputs, "original")
+    if positions is not None and positions.dim() == 3:  # MRoPE: the model's own (t, h, w)
+        kwargs["position_ids"] = positions
     return kwargs
 
 

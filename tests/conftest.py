@@ -10,6 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+# pytest-xdist runs one worker per core: each worker, and every process it starts (a sweep's lmms-eval
+# cells), computes on one thread. With torch's default (one thread per core in every process) the
+# workers' thread pools fight over the cores, and the tiny models, which spend most of an op waiting
+# for the pool, ran 2-20 times slower than on one thread.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 def frame_tokens_2d(angle_deg: float, order: tuple[int, int, int]) -> torch.Tensor:
     """Three 2-D tokens ``u + w, u - w, u`` (permuted by ``order``) whose mean is the unit

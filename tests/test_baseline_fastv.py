@@ -23,10 +23,11 @@ from baselines.fastv.official import official_count
 from baselines.fastv.vidcom2_qwen import vidcom2_count
 from vcast import registry
 from vcast.models.layer_drops import LayerDrops, VideoTags
+from vcast.families import get_family
 from vcast.models.llm_plan import LLMInfo, LLMPlan, StageInputs
 
-QWEN2 = LLMInfo("LLaVA-OneVision", 28)
-QWEN3 = LLMInfo("Qwen3-VL", 36)
+QWEN2 = LLMInfo.of(get_family("llava_onevision"), 28)
+QWEN3 = LLMInfo.of(get_family("qwen3_vl"), 36)
 
 
 def inputs(attention: torch.Tensor, visual: list[int]) -> StageInputs:
@@ -146,7 +147,7 @@ class _LanguageModel(nn.Module):
 def test_deepstack_before_the_layers(mode: str):
     # 4 tokens, visual at 1 and 2; two DeepStack features. Layers double their input.
     language_model = _LanguageModel(3)
-    drops = LayerDrops(language_model, LLMPlan(stages=(), deepstack=mode), LLMInfo("Qwen3-VL", 3), "Qwen3-VL")
+    drops = LayerDrops(language_model, LLMPlan(stages=(), deepstack=mode), LLMInfo.of(get_family("qwen3_vl"), 3))
     embeds = torch.zeros(1, 4, 1)
     visual = torch.tensor([[False, True, True, False]])
     features = [torch.tensor([[1.0], [10.0]]), torch.tensor([[100.0], [1000.0]])]

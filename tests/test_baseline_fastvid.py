@@ -16,7 +16,9 @@ from baselines.fastvid.dyseg import (
 )
 from baselines.fastvid.official import llava_ov_context_counts
 from baselines.fastvid.paper import NORM_EPS, merge_from_pool, merge_into_anchors, segment_plan
+from baselines.fastvid.qwen2_5_vl_saliency import mean_query_saliency
 from baselines.fastvid.release_loop import LoopOptions, segment_budgets
+from vcast.models.vision_probe import column_mean_attention
 from vcast.synthetic_features import synthetic_video_features
 
 
@@ -525,6 +527,76 @@ def test_official_seeded_and_global_rng_untouched():
     assert torch.equal(torch.rand(3), expected)
     second = _official(frames, 0.3, num_segments=4, seed=11)
     assert torch.equal(first.keep, second.keep) and torch.equal(first.tokens, second.tokens)
+
+
+# ----------------------------------------------------------------------------- Qwen2.5-VL saliency
+
+
+def _rows(*columns: list[float]) -> torch.Tensor:
+    """[N, H, 1] from one list of N values per head."""
+    return torch.tensor(columns, dtype=torch.float32).T.unsqueeze(-1)
+
+
+def test_qwen2_5_vl_saliency_hand_example():
+    # d = 1 (sqrt(d) = 1), one temporal patch of 8 patches = 2 merge units, 2 heads.
+    # Head 0: mean query 1; unit keys ln 3 and mean(1, -1, 2, -2) = 0 -> softmax (3/4, 1/4).
+    # Head 1: mean query 1; unit keys 0 and 0 -> (1/2, 1/2). Head mean: (5/8, 3/8).
+    ln3 = math.log(3.0)
+    queries = _rows([0, 2, 1, 1, 3, -1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1])
+    keys = _rows([ln3] * 4 + [1, -1, 2, -2], [0, 0, 0, 0, 5, -5, 1, -1])
+    saliency = mean_query_saliency(queries, keys, num_frames=1)
+    assert saliency.shape == (1, 2) and saliency.dtype == torch.float32
+    assert torch.allclose(saliency, torch.tensor([[0.625, 0.375]]), atol=1e-6)
+
+
+def test_qwen2_5_vl_saliency_is_the_mean_query_not_the_column_mean():
+    # Seven queries at +1 look at unit 0 (keys +1), one at -15 at unit 1 (keys -1): the column
+    # mean ranks unit 0 first; the mean query, (7 - 15) / 8 = -1, gives softmax(-1, 1): unit 1.
+    queries = _rows([1, 1, 1, 1, 1, 1, 1, -15])
+    keys = _rows([1, 1, 1, 1, -1, -1, -1, -1])
+    saliency = mean_query_saliency(queries, keys, num_frames=1)
+    expected = torch.tensor([[1 / (1 + math.e**2), 1 / (1 + math.e**-2)]])  # (0.1192, 0.8808)
+    assert torch.allclose(saliency, expected, atol=1e-6)
+    by_head = (queries.transpose(0, 1)[None], keys.transpose(0, 1)[None])  # [1, H, n, d]
+    column = column_mean_attention(*by_head, 1.0).view(1, 2, 4).mean(-1)
+    assert column[0, 0] > column[0, 1]  # the column mean ranks the other way
+
+
+def test_qwen2_5_vl_saliency_per_temporal_patch_in_bf16():
+    # Two temporal patches never mix; bf16 in: logits, float32 softmax and the head mean rounded to
+    # bf16. Patch 0: logits (bf16(ln 3) = 1.1015625, 0) -> (0.75055, 0.24945) -> bf16 (0.75,
+    # 0.2490234375). Patch 1: equal unit keys -> (0.5, 0.5).
+    ln3 = math.log(3.0)
+    queries = _rows([0, 2, 1, 1, 3, -1, 1, 1] + [2] * 8).to(torch.bfloat16)
+    keys = _rows([ln3] * 4 + [1, -1, 2, -2] + [7] * 8).to(torch.bfloat16)
+    saliency = mean_query_saliency(queries, keys, num_frames=2)
+    assert saliency.dtype == torch.bfloat16
+    assert saliency.float().tolist() == [[0.75, 0.2490234375], [0.5, 0.5]]
+
+
+def test_qwen2_5_vl_saliency_window_order_is_undone_by_the_merger_order():
+    # The encoder's window attention reorders whole merge units within each temporal patch; the
+    # saliency comes out in that order and argsort(window_index) (the merger's reverse_indices)
+    # restores raster order (integer queries and keys keep the means exact; the softmax sums its
+    # terms in the other order, so equal up to float32 rounding).
+    g = torch.Generator().manual_seed(0)
+    frames, units, heads, dim = 2, 6, 2, 4
+    queries = torch.randint(-3, 4, (frames * units * 4, heads, dim), generator=g).float()
+    keys = torch.randint(-3, 4, (frames * units * 4, heads, dim), generator=g).float()
+    window_index = torch.cat([torch.randperm(units, generator=g) + t * units for t in range(frames)])
+    rows = (window_index[:, None] * 4 + torch.arange(4)).reshape(-1)  # unit order -> patch rows
+    windowed = mean_query_saliency(queries[rows], keys[rows], frames)
+    raster = mean_query_saliency(queries, keys, frames)
+    restored = windowed.reshape(-1)[torch.argsort(window_index)].view(frames, units)
+    assert torch.allclose(restored, raster, rtol=1e-6, atol=0)
+    assert not torch.allclose(windowed, raster, rtol=1e-3, atol=0)  # the order does matter
+
+
+def test_qwen2_5_vl_saliency_checks_shapes():
+    with pytest.raises(ValueError, match="one shape"):
+        mean_query_saliency(torch.zeros(8, 2, 4), torch.zeros(8, 2, 2), 1)
+    with pytest.raises(ValueError, match="temporal patches"):
+        mean_query_saliency(torch.zeros(12, 2, 4), torch.zeros(12, 2, 4), 2)  # 6 rows: no whole 4-unit
 
 
 # ----------------------------------------------------------------------------- variant="vidcom2_qwen"

@@ -23,6 +23,7 @@ from baselines.flashvid_merge.paper import (
 )
 from baselines.flashvid_merge.params import ceil_share
 from vcast import registry
+from vcast.families import get_family
 from vcast.models.llm_plan import LLMInfo, StageInputs
 from vcast.synthetic_features import synthetic_video_features
 
@@ -363,9 +364,17 @@ def test_missing_or_misshaped_vision_attention_is_named():
 # ----------------------------------------------------------------------------- the in-LLM planner
 
 
+def _llm(family: str, layers: int) -> LLMInfo:
+    """A registered family's language model, or one of a family vcast has no facts for."""
+    try:
+        return LLMInfo.of(get_family(family), layers)
+    except ValueError:
+        return LLMInfo(family, layers)
+
+
 def _plan(family: str, layers: int, ratio: float = 0.25, **params):
-    plan = registry.get_method("flashvid")(ratio, LLMInfo(family, layers), **params)
-    plan.check(LLMInfo(family, layers))
+    plan = registry.get_method("flashvid")(ratio, _llm(family, layers), **params)
+    plan.check(_llm(family, layers))
     return plan
 
 
@@ -391,11 +400,11 @@ SCORES = [0.05, 0.3, 0.01, 0.2, 0.2, 0.02, 0.01, 0.25, 0.03, 0.04]
 
 
 @pytest.mark.parametrize("family, layers, layer, retention, min_segment_num, selection", [
-    ("LLaVA-OneVision", 28, 20, 0.3, 8, "attn_div_v2"),
-    ("Qwen3-VL", 36, 28, 0.1, 4, "attn_div"),
-    ("LLaVA-OneVision", 2, 1, 0.3, 8, "attn_div_v2"),   # round(20 * 2 / 28) = 1
-    ("Qwen3-VL", 3, 2, 0.1, 4, "attn_div"),             # round(28 * 3 / 36) = 2
-    ("Qwen3-VL", 28, 22, 0.1, 4, "attn_div"),           # round(28 * 28 / 36) = 22
+    ("llava_onevision", 28, 20, 0.3, 8, "attn_div_v2"),
+    ("qwen3_vl", 36, 28, 0.1, 4, "attn_div"),
+    ("llava_onevision", 2, 1, 0.3, 8, "attn_div_v2"),   # round(20 * 2 / 28) = 1
+    ("qwen3_vl", 3, 2, 0.1, 4, "attn_div"),             # round(28 * 3 / 36) = 2
+    ("qwen3_vl", 28, 22, 0.1, 4, "attn_div"),           # round(28 * 28 / 36) = 22
 ])
 def test_plan_family_defaults(family, layers, layer, retention, min_segment_num, selection):
     plan = _plan(family, layers, 0.3)
@@ -414,7 +423,7 @@ def test_plan_family_defaults(family, layers, layer, retention, min_segment_num,
 
 
 def test_plan_overrides_and_pre_params_run():
-    plan = _plan("Qwen3-VL", 36, 0.25, layer=5, llm_retention=0.5, min_segment_num=2, selection="attn_div_v2",
+    plan = _plan("qwen3_vl", 36, 0.25, layer=5, llm_retention=0.5, min_segment_num=2, selection="attn_div_v2",
                  alpha=0.5, expansion=1.0, segment_threshold=0.8, temporal_threshold=0.7, scores="eager")
     assert plan.stages[0].layer == 5 and plan.scores == "eager"
     assert plan.pre_params == {"selection": "attn_div_v2", "alpha": 0.5, "expansion": 1.0, "segment_threshold": 0.8,
@@ -433,14 +442,14 @@ def test_stage_keeps_ceil_of_share_with_ties_to_lower_index():
     """N = 10: rho = 0.21 keeps ceil(2.1) = 3 (FastV's round would keep 2); rho = 0.3 keeps 3. Top
     scores .3 (1), .25 (7), then the tie .2 (3, 4) goes to 3. The text columns' larger attention is
     ignored. N = 100, rho = 0.07 keeps 7 (the official float product 7.000000000000001 gives 8)."""
-    plan = _plan("LLaVA-OneVision", 28, llm_retention=0.21)
+    plan = _plan("llava_onevision", 28, llm_retention=0.21)
     assert plan.stages[0].choose(_stage_inputs(SCORES)).keep.tolist() == [1, 3, 7]
-    plan = _plan("LLaVA-OneVision", 28)
+    plan = _plan("llava_onevision", 28)
     choice = plan.stages[0].choose(_stage_inputs(SCORES))
     assert choice.keep.tolist() == [1, 3, 7] and choice.tokens is None
-    plan = _plan("LLaVA-OneVision", 28, llm_retention=1.0)
+    plan = _plan("llava_onevision", 28, llm_retention=1.0)
     assert plan.stages[0].choose(_stage_inputs(SCORES)).keep.tolist() == list(range(10))
-    plan = _plan("LLaVA-OneVision", 28, llm_retention=0.07)
+    plan = _plan("llava_onevision", 28, llm_retention=0.07)
     assert plan.stages[0].choose(_stage_inputs(SCORES * 10)).keep.tolist() == [1, 11, 21, 31, 41, 51, 61]
 
 
@@ -452,7 +461,7 @@ def test_stage_keeps_ceil_of_share_with_ties_to_lower_index():
 ])
 def test_plan_bad_parameters_are_named(params, name):
     with pytest.raises(ValueError, match=name):
-        registry.get_method("flashvid")(0.25, LLMInfo("LLaVA-OneVision", 28), **params)
+        registry.get_method("flashvid")(0.25, LLMInfo.of(get_family("llava_onevision"), 28), **params)
 
 
 def test_plan_unknown_family_needs_every_default():
@@ -664,11 +673,11 @@ def test_unknown_variant_is_named():
     with pytest.raises(ValueError, match="bogus"):
         _select(frames, 0.25, variant="bogus")
     with pytest.raises(ValueError, match="bogus"):
-        registry.get_method("flashvid")(0.25, LLMInfo("Qwen3-VL", 36), variant="bogus")
+        registry.get_method("flashvid")(0.25, LLMInfo.of(get_family("qwen3_vl"), 36), variant="bogus")
 
 
 @pytest.mark.parametrize("family, layers, scale, retention", [
-    ("LLaVA-OneVision", 28, "multiply", 0.3), ("Qwen3-VL", 36, "divide", 0.1),
+    ("llava_onevision", 28, "multiply", 0.3), ("qwen3_vl", 36, "divide", 0.1),
 ])
 def test_official_plan(family, layers, scale, retention):
     plan = _plan(family, layers, 0.25, variant="official", seed=3)

@@ -15,6 +15,7 @@ import vcast
 from baselines.framefusion.paper import entry_state, framefusion_choose, merge_runs, present_similarity
 from baselines.framefusion.state import STATE_KEY, VideoState
 from baselines.framefusion_merge.release import pruning_ratio
+from vcast.families import get_family
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 from vcast.registry import get_method, is_llm_method, method_params
 
@@ -22,8 +23,8 @@ DIM = 256
 PREFIX, SUFFIX = 3, 2  # text columns before and after the video
 
 
-def _plan(ratio: float, layers: int, family: str = "LLaVA-OneVision", **params):
-    return get_method("framefusion")(ratio, LLMInfo(family, layers), **params)
+def _plan(ratio: float, layers: int, family: str = "llava_onevision", **params):
+    return get_method("framefusion")(ratio, LLMInfo.of(get_family(family), layers), **params)
 
 
 def _inputs(hidden_video: torch.Tensor, frames, patches, *, videos=None, attention_video=None, layer: int = 1,
@@ -395,10 +396,10 @@ def test_deterministic():
 
 
 # Plans and parameters --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("family,layers,threshold", [("LLaVA-OneVision", 28, 0.6), ("Qwen3-VL", 36, 0.5),
-                                                     ("LLaVA-OneVision", 2, 0.6), ("Qwen3-VL", 3, 0.5)])
+@pytest.mark.parametrize("family,layers,threshold", [("llava_onevision", 28, 0.6), ("qwen3_vl", 36, 0.5),
+                                                     ("llava_onevision", 2, 0.6), ("qwen3_vl", 3, 0.5)])
 def test_plans(family, layers, threshold):
-    llm = LLMInfo(family, layers)
+    llm = LLMInfo.of(get_family(family), layers)
     plan = _plan(0.25, layers, family)
     plan.check(llm)
     assert [s.layer for s in plan.stages] == list(range(1, layers))
@@ -500,14 +501,14 @@ def test_official_prune_stage_head_mean():
 
 def test_official_plan_and_variants():
     assert method_variants("framefusion") == ("paper", "official")
-    llm = LLMInfo("LLaVA-OneVision", 28)
+    llm = LLMInfo.of(get_family("llava_onevision"), 28)
     plan = _plan(0.25, 28, variant="official")
     plan.check(llm)
     assert plan.score_dtype == "model" and plan.score_scale == "multiply" and plan.scores == "rows"
     assert plan.pre_params == {"threshold": 0.6, "num_layers": 28, "variant": "official"}
     assert plan.stages[0].choose.func is official_choose
     assert plan.stages[0].choose.keywords["budget_layers"] == 28
-    qwen = _plan(0.25, 36, "Qwen3-VL", variant="official", num_layers=36)
+    qwen = _plan(0.25, 36, "qwen3_vl", variant="official", num_layers=36)
     assert qwen.pre_params["num_layers"] == 36 and qwen.pre_params["threshold"] == 0.5
     paper = _plan(0.25, 28)
     assert paper.score_dtype == "float32" and paper.pre_params == {"threshold": 0.6}

@@ -17,10 +17,11 @@ import vcast
 from baselines.pdrop.method import pdrop_plan
 from baselines.pdrop.schedule import solve_lambda
 from vcast import registry
+from vcast.families import get_family
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 
-QWEN2 = LLMInfo("LLaVA-OneVision", 28)
-QWEN3 = LLMInfo("Qwen3-VL", 36)
+QWEN2 = LLMInfo.of(get_family("llava_onevision"), 28)
+QWEN3 = LLMInfo.of(get_family("qwen3_vl"), 36)
 PREFIX, QUESTION, DIM, HEADS = 3, 4, 6, 2
 
 
@@ -86,8 +87,8 @@ def test_plan_per_depth(llm, layers):
 @pytest.mark.parametrize("num_layers, layers, ratio, lam", [(2, [1], 0.6, 0.2), (3, [1, 2], 7 / 12, 0.5)])
 def test_tiny_depths_scale_to_one_or_two_stages(num_layers, layers, ratio, lam):
     # 2 layers: rho = (1 + lam) / 2; 3 layers: rho = (1 + lam + lam^2) / 3 = 7/12 at lam = 0.5.
-    for family in ("LLaVA-OneVision", "Qwen3-VL"):
-        llm = LLMInfo(family, num_layers)
+    for family in ("llava_onevision", "qwen3_vl"):
+        llm = LLMInfo.of(get_family(family), num_layers)
         plan = pdrop_plan(ratio, llm)
         plan.check(llm)
         assert [s.layer for s in plan.stages] == layers

@@ -21,11 +21,12 @@ from baselines.sparsevlm.method import sparsevlm_plan
 from baselines.sparsevlm.official import official_cluster_and_merge, official_raters
 from baselines.sparsevlm.paper import STATE_RATERS
 from vcast import registry
+from vcast.families import get_family
 from vcast.models.llm_plan import LLMInfo, StageChoice, StageInputs
 
-QWEN2 = LLMInfo("LLaVA-OneVision", 28)
-QWEN3 = LLMInfo("Qwen3-VL", 36)
-TINY = LLMInfo("LLaVA-OneVision", 2)
+QWEN2 = LLMInfo.of(get_family("llava_onevision"), 28)
+QWEN3 = LLMInfo.of(get_family("qwen3_vl"), 36)
+TINY = LLMInfo.of(get_family("llava_onevision"), 2)
 PREFIX, HEADS = 3, 2
 
 
@@ -105,8 +106,8 @@ def test_registered_with_its_parameters():
 
 @pytest.mark.parametrize("llm, layers", [
     (QWEN2, [3, 6, 14]), (QWEN3, [4, 8, 18]), (LLMInfo("LLaMA", 32), [3, 7, 16]),  # 32: the official [2, 6, 15]
-    (LLMInfo("LLaVA-OneVision", 2), [1]), (LLMInfo("Qwen3-VL", 2), [1]), (LLMInfo("Qwen3-VL", 3), [1, 2]),
-    (LLMInfo("LLaVA-OneVision", 3), [1, 2]),
+    (LLMInfo.of(get_family("llava_onevision"), 2), [1]), (LLMInfo.of(get_family("qwen3_vl"), 2), [1]), (LLMInfo.of(get_family("qwen3_vl"), 3), [1, 2]),
+    (LLMInfo.of(get_family("llava_onevision"), 3), [1, 2]),
 ])
 def test_plan_per_depth(llm, layers):
     plan = sparsevlm_plan(0.25, llm)
@@ -155,7 +156,7 @@ def test_tiny_depth_keeps_the_last_share_in_one_stage():
     scores = torch.rand(72, generator=torch.Generator().manual_seed(2))
     # 2 layers: one stage with 36/576 of 72 -> 4 kept + 3 clusters of int(0.3 * 68) + 1 = 21 recycled.
     assert run_stages(sparsevlm_plan(0.25, TINY), scores) == [7]
-    three = sparsevlm_plan(0.25, LLMInfo("Qwen3-VL", 3))
+    three = sparsevlm_plan(0.25, LLMInfo.of(get_family("qwen3_vl"), 3))
     assert run_stages(three, scores[:64]) == expected_counts(64, [110 / 576, 36 / 576], 1.0) == [14, 5]
 
 
@@ -189,7 +190,7 @@ def test_raters_are_chosen_once_and_kept_in_the_state():
     video = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).repeat(4, 1)
     first = torch.cat([torch.zeros(PREFIX, 2), video, torch.tensor([[2.0, 0], [0, 0], [0, 0], [0, 2.0]])])
     other = torch.cat([torch.zeros(PREFIX, 2), video, torch.tensor([[0.0, 0], [2.0, 0], [0, 2.0], [0, 0]])])
-    plan = sparsevlm_plan(0.25, LLMInfo("LLaVA-OneVision", 4), layers=[0, 1], fractions=[6 / 8, 1 / 8],
+    plan = sparsevlm_plan(0.25, LLMInfo.of(get_family("llava_onevision"), 4), layers=[0, 1], fractions=[6 / 8, 1 / 8],
                           recycling=False)
     hidden = torch.randn(8, 2, generator=torch.Generator().manual_seed(4))
     state: dict = {}

@@ -25,7 +25,7 @@ from vcast.registry import is_token_method, method_inputs  # noqa: E402
 # Methods that work before the language model (the in-LLM ones: tests/test_baselines_in_llm.py).
 BASELINES = [name for name in vcast.available_methods()
              if name not in ("vanilla", "vcast") and is_token_method(name)]
-ARCHS = ("qwen3_vl", "llava_onevision")
+ARCHS = ("qwen3_vl", "llava_onevision", "qwen2_5_vl")
 MOE_CASES = ("visionzip", "avgpool_2x2", "vidcom2")  # the MoE shares the Qwen3-VL adapter: a sample
 RATIO = 0.25  # the 2x2 methods define their own budget at 0.25
 NEW_TOKENS = 4

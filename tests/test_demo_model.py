@@ -98,7 +98,7 @@ def test_labels_cover_the_reply_and_its_end(processor) -> None:
 
 def test_training_prompt_is_the_plugins(processor, synth_data: Path) -> None:
     """The demo model sees in training the tokens the vcast_qwen3_vl plugin gives it in the harness."""
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     item = next(iter_items(seed=0, items_per_category=4))  # appear_000, as written to the default set
     plugin = VCastQwen3VL(pretrained=str(DEMO_MODEL), max_num_frames=32, max_pixels=16384, min_pixels=4096,
@@ -106,7 +106,7 @@ def test_training_prompt_is_the_plugins(processor, synth_data: Path) -> None:
     from vcast.demo_model.examples import task_hooks
 
     context = task_hooks().doc_to_text(item.record(), {"post_prompt": task_hooks().DEFAULT_POST_PROMPT})
-    harness = plugin._prepare([context], [[str(synth_data / item.record()["video"])]])
+    harness = plugin._prepare([context], [[str(synth_data / item.record()["video"])]]).tensors
     ours = generation_inputs(processor, [item], 32)
     assert torch.equal(harness["input_ids"], ours["input_ids"])
     assert torch.equal(harness["video_grid_thw"], ours["video_grid_thw"])
@@ -159,5 +159,5 @@ def test_a_reply_is_the_option_lines_own_token_and_the_demo_size_is_qwen3_vl_onl
 
     tokens = processor.tokenizer.convert_ids_to_tokens(processor.tokenizer("C. blue\n blue")["input_ids"])
     assert tokens == ["C", ".", "Ġblue", "Ċ", "Ġblue"]
-    with pytest.raises(ValueError, match="qwen3_vl only"):
+    with pytest.raises(ValueError, match="size .demo. does not exist for .llava_onevision."):
         build("llava_onevision", "demo", 0)

@@ -31,8 +31,8 @@ def clip(synth_data: Path) -> str:
 
 
 def _plugin(arch: str, tiny_dirs: dict, **kwargs):
-    from vcast.eval.llava_ov import VCastLlavaOV
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     if arch == "llava_onevision":
         return VCastLlavaOV(pretrained=str(tiny_dirs[arch]), **{"max_num_frames": 8, **kwargs})
@@ -44,8 +44,8 @@ def test_entry_point_registers_both_plugins() -> None:
 
     from lmms_eval.models import get_model
 
-    from vcast.eval.llava_ov import VCastLlavaOV
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     assert [ep.value for ep in entry_points(group="lmms_eval.models") if ep.name == "vcast"] == [
         "vcast.eval.manifests:manifests"]
@@ -62,7 +62,7 @@ def test_qwen_inputs_equal_lmms_eval_stock_wrapper(tiny_dirs: dict, clip: str) -
     context = "Which colour was the object?\nA. red\nB. blue\nC. green\nD. yellow"
     stock.task_dict = {"t": {"test": {0: {}}}}
     expected, *_ = stock._preprocess_chunk([(context, {}, lambda doc: [clip], 0, "t", "test")])
-    actual = ours._prepare([context], [[clip]])
+    actual = ours._prepare([context], [[clip]]).tensors
     assert sorted(expected.keys()) == sorted(actual.keys())
     for key in expected:
         assert torch.equal(expected[key], actual[key]), key
@@ -76,11 +76,11 @@ def test_vanilla_is_the_untouched_model_and_vcast_prunes(arch: str, tiny_dirs: d
     answer = vanilla._generate(inputs, {"max_new_tokens": 6}, "t", [0])
     record = vanilla.efficiency.records[-1]
     assert record.video_tokens_kept == record.video_tokens_total > 0
-    assert record.prompt_tokens_after == record.prompt_tokens_before == [inputs["input_ids"].shape[1]]
+    assert record.prompt_tokens_after == record.prompt_tokens_before == [inputs.tensors["input_ids"].shape[1]]
     vanilla.handle.detach()
     with torch.inference_mode():
-        plain = vanilla.model.generate(**inputs, **vanilla._generate_kwargs({"max_new_tokens": 6}))
-    assert vanilla.processor.batch_decode(plain[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True,
+        plain = vanilla.model.generate(**inputs.tensors, **vanilla._generate_kwargs({"max_new_tokens": 6}))
+    assert vanilla.processor.batch_decode(plain[:, inputs.tensors["input_ids"].shape[1]:], skip_special_tokens=True,
                                           clean_up_tokenization_spaces=False) == answer
 
     pruned = _plugin(arch, tiny_dirs, method="vcast", ratio=0.25)

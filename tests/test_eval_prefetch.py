@@ -147,8 +147,8 @@ def _requests(paths: dict[int, str]) -> list:
 
 
 def _plugin(arch: str, tiny_dirs: dict, **kwargs: Any) -> Any:
-    from vcast.eval.llava_ov import VCastLlavaOV
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     if arch == "llava_onevision":
         return VCastLlavaOV(pretrained=str(tiny_dirs[arch]), max_num_frames=8, **kwargs)

@@ -224,9 +224,9 @@ def test_plugins_read_gifs_and_frame_folders_and_record_the_rest(tiny_dirs: dict
     a missing frame folder and an unsupported file are recorded by name, not fatal."""
     from lmms_eval.api.instance import Instance
 
-    from vcast.eval.llava_ov import VCastLlavaOV
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
     from vcast.eval.missing_visuals import read_missing
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     video = np.stack([np.full((64, 64, 3), 15 * t, np.uint8) for t in range(8)])
     (tmp_path / "clip.xyz").write_bytes(b"\x00" * 64)
@@ -254,6 +254,6 @@ def test_a_one_frame_video_costs_its_item_on_qwen(tmp_path: Path) -> None:
     """Qwen3-VL needs one temporal patch (2 frames): a 1-frame folder is an unreadable item
     (recorded by the plugin), not an error that fails the whole cell."""
     folder = write_folder(tmp_path / "one", ["00001.jpg"], grey_video(1))
-    with pytest.raises(UndecodableVideo, match=r"has 1 frame\(s\); Qwen3-VL needs at least 2"):
+    with pytest.raises(UndecodableVideo, match=r"has 1 frame\(s\); one temporal patch of the Qwen ViT needs 2"):
         read_qwen_video(str(folder), 16)
     assert read_llava_video(str(folder), 4).frames.shape[0] == 4  # LLaVA repeats it, as lmms-eval does

@@ -29,11 +29,17 @@ from vcast.models.flops import (
     vision_frame_flops,
     vision_units,
 )
+from vcast.families import family_of
 from vcast.registry import is_llm_method
 
 pytest.importorskip("transformers")
 
 from tests.model_inputs import batch, clip  # noqa: E402
+
+
+def vision_shape(config) -> VisionShape:
+    """The vision FLOPs shape of ``config``'s family (its ``flops`` module)."""
+    return family_of(config).load("flops").vision_shape(config)
 
 # hidden 8, 1 layer, 2 query heads of 4 (h d_h = d), 1 key/value head, MLP 16, vocabulary 10.
 SMALL = LLMShape(hidden=8, layers=1, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=10)
@@ -102,7 +108,7 @@ def test_monotonic_in_length_and_per_layer_schedules_sum() -> None:
 def test_vision_encoders_by_hand() -> None:
     # Qwen3-VL: 2 blocks of width 4, MLP 6, patches of 1 channel x 2 frames x 2 x 2 pixels, merge 2,
     # one merger + one DeepStack merger into d = 3; one temporal patch of 8 patches.
-    qwen = VisionShape(kind="qwen3_vl", hidden=4, depth=2, intermediate=6, patch_values=8, out_hidden=3, merge=2,
+    qwen = VisionShape(kind="qwen_vit", hidden=4, depth=2, intermediate=6, patch_values=8, out_hidden=3, merge=2,
                        mergers=2)
     p = 8
     embed = 2 * p * 8 * 4
@@ -133,13 +139,13 @@ def test_the_shapes_read_the_right_config_fields(configs: dict) -> None:
         kv_heads=text.num_key_value_heads, head_dim=text.head_dim, intermediate=text.intermediate_size,
         vocab=text.vocab_size)
     assert text.num_key_value_heads < text.num_attention_heads  # the tiny checkpoints use GQA
-    assert VisionShape.from_config(qwen) == VisionShape(
-        kind="qwen3_vl", hidden=vision.hidden_size, depth=vision.depth, intermediate=vision.intermediate_size,
+    assert vision_shape(qwen) == VisionShape(
+        kind="qwen_vit", hidden=vision.hidden_size, depth=vision.depth, intermediate=vision.intermediate_size,
         patch_values=vision.in_channels * vision.temporal_patch_size * vision.patch_size**2,
         out_hidden=vision.out_hidden_size, merge=vision.spatial_merge_size,
         mergers=1 + len(vision.deepstack_visual_indexes))
     assert LLMShape.from_config(qwen.to_dict()) == LLMShape.from_config(qwen)  # a plain dict reads the same
-    assert VisionShape.from_config(qwen.to_dict()) == VisionShape.from_config(qwen)
+    assert vision_shape(qwen.to_dict()) == vision_shape(qwen)
 
     moe = LLMShape.from_config(configs["qwen3_vl_moe"])
     moe_text = configs["qwen3_vl_moe"].text_config
@@ -153,7 +159,7 @@ def test_the_shapes_read_the_right_config_fields(configs: dict) -> None:
     assert (shape.hidden, shape.layers, shape.heads, shape.kv_heads, shape.head_dim, shape.vocab) == (
         ltext.hidden_size, ltext.num_hidden_layers, ltext.num_attention_heads, ltext.num_key_value_heads,
         ltext.hidden_size // ltext.num_attention_heads, ltext.vocab_size)
-    assert VisionShape.from_config(llava) == VisionShape(
+    assert vision_shape(llava) == VisionShape(
         kind="siglip", hidden=lvision.hidden_size, depth=lvision.num_hidden_layers,
         intermediate=lvision.intermediate_size, patch_values=3 * lvision.patch_size**2, out_hidden=ltext.hidden_size)
 
@@ -173,7 +179,7 @@ QWEN3_VL_8B = {
 def test_qwen3_vl_8b_at_32_frames_matches_the_documented_figures() -> None:
     """docs/models.md: 32 frames of 448 x 448 are 16 temporal patches of 28 x 28 patches, 3136 video
     tokens; with 300 text tokens, vanilla and r = 0.25 (784 video tokens kept before the LLM)."""
-    llm, vision = LLMShape.from_config(QWEN3_VL_8B), VisionShape.from_config(QWEN3_VL_8B)
+    llm, vision = LLMShape.from_config(QWEN3_VL_8B), vision_shape(QWEN3_VL_8B)
     encoder = vision_flops(vision, [(16, 28 * 28)]) / 1e12
     assert encoder == pytest.approx(12.587, abs=5e-4)
     assert llm_prefill_flops(llm, 3136 + 300) / 1e12 == pytest.approx(54.696, abs=5e-4)
@@ -280,7 +286,7 @@ def synth_clip(synth_data: Path) -> str:
 
 def test_the_plugin_records_prefill_tflops(tiny_dirs: dict, synth_clip: str) -> None:
     pytest.importorskip("lmms_eval")
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     context = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
     records = {}
@@ -288,8 +294,9 @@ def test_the_plugin_records_prefill_tflops(tiny_dirs: dict, synth_clip: str) -> 
         plugin = VCastQwen3VL(pretrained=str(tiny_dirs["qwen3_vl"]), method=method,
                               ratio=1.0 if method == "vanilla" else 0.25, max_num_frames=16,
                               max_pixels=16384, min_pixels=4096)
-        inputs = plugin._prepare([context], [[synth_clip]])
-        plugin._generate(inputs, {"max_new_tokens": 2}, ["t"], [0])
+        prepared = plugin._prepare([context], [[synth_clip]])
+        inputs = prepared.tensors
+        plugin._generate(prepared, {"max_new_tokens": 2}, ["t"], [0])
         record = records[method] = plugin.efficiency.records[-1]
         config = plugin.model.config
         layers = config.text_config.num_hidden_layers
@@ -311,12 +318,13 @@ def test_the_plugin_records_prefill_tflops(tiny_dirs: dict, synth_clip: str) -> 
 def test_a_text_only_batch_counts_each_rows_own_length(tiny_dirs: dict) -> None:
     """No videos: the stats hold no prompt lengths, so the plugin counts each row's unpadded length."""
     pytest.importorskip("lmms_eval")
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     plugin = VCastQwen3VL(pretrained=str(tiny_dirs["qwen3_vl"]), method="vcast", ratio=0.25, max_num_frames=16,
                           max_pixels=16384, min_pixels=4096)
-    inputs = plugin._prepare(["Say hi", "A longer prompt without any video at all"], [[], []])
-    plugin._generate(inputs, {"max_new_tokens": 2}, ["t", "t"], [0, 1])
+    prepared = plugin._prepare(["Say hi", "A longer prompt without any video at all"], [[], []])
+    inputs = prepared.tensors
+    plugin._generate(prepared, {"max_new_tokens": 2}, ["t", "t"], [0, 1])
     record = plugin.efficiency.records[-1]
     lengths = inputs["attention_mask"].sum(1).tolist()
     assert record.prompt_tokens_before == [] and lengths[0] != lengths[1]

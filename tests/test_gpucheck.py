@@ -176,15 +176,15 @@ def test_the_kit_imports_no_harness_package() -> None:
 
 
 def test_the_real_configs_are_the_published_ones_not_transformers_defaults() -> None:
-    qwen = models.qwen3_vl_config("real")
+    qwen = models.model_config("qwen3_vl", "real")
     text, vision = qwen.text_config, qwen.vision_config
     assert (text.hidden_size, text.num_hidden_layers, text.num_key_value_heads, text.intermediate_size) == (
         4096, 36, 8, 12288)
     assert (vision.depth, vision.out_hidden_size, list(vision.deepstack_visual_indexes)) == (27, 4096, [8, 16, 24])
-    llava = models.llava_onevision_config("real")
+    llava = models.model_config("llava_onevision", "real")
     assert (llava.text_config.hidden_size, llava.text_config.num_hidden_layers, llava.vision_config.image_size) == (
         3584, 28, 384)
-    tiny = models.qwen3_vl_config("tiny")
+    tiny = models.model_config("qwen3_vl", "tiny")
     assert tiny.text_config.hidden_size == 64 and tiny.vision_config.out_hidden_size == 64
 
 
@@ -192,7 +192,7 @@ def test_prompts_have_the_real_token_counts() -> None:
     """32 frames of 448 px: 16 temporal patches of 28 x 28 patches, 196 tokens each (docs/models.md);
     LLaVA-OneVision: 32 frames of 14 x 14 pooled tokens and the newline."""
     cpu = torch.device("cpu")
-    qwen = models.qwen3_vl_config("real")
+    qwen = models.model_config("qwen3_vl", "real")
     inputs = models.video_inputs(qwen, 32, 448, cpu, torch.bfloat16)
     assert inputs["video_grid_thw"].tolist() == [[16, 28, 28]]
     assert inputs["pixel_values_videos"].shape == (16 * 28 * 28, 3 * 2 * 16 * 16)
@@ -200,7 +200,7 @@ def test_prompts_have_the_real_token_counts() -> None:
     assert int((inputs["input_ids"] == qwen.video_token_id).sum()) == models.video_tokens(qwen, 32, 448) == 3136
     assert int((inputs["mm_token_type_ids"] == 2).sum()) == 3136
     assert int((inputs["input_ids"] == qwen.vision_start_token_id).sum()) == 16
-    llava = models.llava_onevision_config("real")
+    llava = models.model_config("llava_onevision", "real")
     inputs = models.video_inputs(llava, 32, 384, cpu, torch.bfloat16)
     assert int((inputs["input_ids"] == llava.video_token_index).sum()) == 32 * 14 * 14 + 1
     assert inputs["pixel_values_videos"].shape == (1, 32, 3, 384, 384)

@@ -83,8 +83,8 @@ def test_select_attach_and_a_bad_name_are_refused_by_name(tiny_dirs: dict) -> No
 
 
 def _plugin(arch: str, tiny_dirs: dict, **kwargs):
-    from vcast.eval.llava_ov import VCastLlavaOV
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     if arch == "llava_onevision":
         return VCastLlavaOV(pretrained=str(tiny_dirs[arch]), **{"max_num_frames": 8, **kwargs})
@@ -100,7 +100,7 @@ def clip(synth_data: Path) -> str:
 def _run(plugin, clip: str):
     inputs = plugin._prepare([CONTEXT], [[clip]])
     plugin._generate(inputs, {"max_new_tokens": 2}, ["t"], [0])
-    return inputs, plugin.efficiency.records[-1]
+    return inputs.tensors, plugin.efficiency.records[-1]
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from vcast.kept_records import (FOLDER, Geometry, KeptRecord, append_records, from_json, iter_records, llava_geometry,
-                                pack_mask, qwen_geometry, rank_file, read_records, to_json, unpack_mask)
+from vcast.kept_records import (FOLDER, Geometry, KeptRecord, append_records, from_json, iter_records,
+                                merged_grid_geometry, pack_mask, pooled_grid_geometry, rank_file, read_records, to_json,
+                                unpack_mask)
 
 CONTEXT = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
 QWEN_ARGS = {"max_num_frames": 8, "max_pixels": 16384, "min_pixels": 4096}
@@ -97,10 +98,16 @@ def test_geometries_of_the_two_families() -> None:
     assert qwen_geometry((4, 8, 12)).frame_size == (128, 192)
     with pytest.raises(ValueError, match="spatial merge"):
         qwen_geometry((4, 7, 8))
-    llava = llava_geometry(32, 196, 384)  # 27 x 27 SigLIP patches pooled to 14 x 14; the newline is no grid token
+    llava = pooled_grid_geometry("llava_onevision", 32, 196, 384)  # 27 x 27 SigLIP patches pooled to 14 x 14
     assert llava == Geometry("llava_onevision", (32, 14, 14), 1, (384, 384))
     with pytest.raises(ValueError, match="not a square grid"):
-        llava_geometry(8, 10, 70)
+        pooled_grid_geometry("llava_onevision", 8, 10, 70)
+    with pytest.raises(ValueError, match="geometry family must be one of"):
+        Geometry("qwen9", (1, 1, 1), 1, (32, 32))
+
+
+def qwen_geometry(grid_thw: tuple[int, int, int]) -> Geometry:
+    return merged_grid_geometry("qwen3_vl", grid_thw, patch_size=16, merge_size=2, temporal_patch=2)
 
 
 def test_disk_cost_per_record_at_64_frames_of_448_px() -> None:
@@ -120,8 +127,8 @@ def clips(synth_data: Path) -> list[str]:
 
 
 def _plugin(arch: str, tiny_dirs: dict, **kwargs):
-    from vcast.eval.llava_ov import VCastLlavaOV
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     if arch == "llava_onevision":
         return VCastLlavaOV(pretrained=str(tiny_dirs[arch]), **{"max_num_frames": 8, **kwargs})
@@ -153,12 +160,13 @@ def test_every_video_of_every_item_of_a_batch_gets_its_record(arch: str, method:
     grid through the pre-LLM step, which holitom_llm prunes and merges)."""
     plugin = _plugin(arch, tiny_dirs, method=method, ratio=0.25, batch_size=2,
                      efficiency_dir=str(tmp_path / "efficiency"))
-    inputs = plugin._prepare([CONTEXT, CONTEXT + " "], [[clips[0], clips[1]], [clips[2]]])
-    plugin._generate(inputs, {"max_new_tokens": 2}, ["t", "u"], [5, 7])
+    prepared = plugin._prepare([CONTEXT, CONTEXT + " "], [[clips[0], clips[1]], [clips[2]]])
+    inputs = prepared.tensors
+    plugin._generate(prepared, {"max_new_tokens": 2}, ["t", "u"], [5, 7])
     stats = plugin.handle.stats
     records = read_records(tmp_path)
     assert sorted(records) == [("t", 5, 0), ("t", 5, 1), ("u", 7, 0)]
-    assert plugin.kept_path == tmp_path / FOLDER / "rank0.jsonl"
+    assert plugin.recorder.kept_path == tmp_path / FOLDER / "rank0.jsonl"
     efficiency = plugin.efficiency.records[-1]
     assert sum(int(r.kept.sum()) for r in records.values()) == efficiency.video_tokens_kept
     for (task, doc_id, video), record in records.items():
@@ -214,8 +222,9 @@ def test_the_recorded_kept_set_is_the_selection_on_the_encoders_features(arch: s
     tokens: the recorded mask is that selection's mask, bit for bit."""
     plugin = _plugin(arch, tiny_dirs, method="vcast", ratio=0.25, efficiency_dir=str(tmp_path / "efficiency"))
     for doc_id, clip in enumerate(clips[:2]):
-        inputs = plugin._prepare([CONTEXT], [[clip]])
-        plugin._generate(inputs, {"max_new_tokens": 2}, ["t"], [doc_id])
+        prepared = plugin._prepare([CONTEXT], [[clip]])
+        inputs = prepared.tensors
+        plugin._generate(prepared, {"max_new_tokens": 2}, ["t"], [doc_id])
         record = read_records(tmp_path)[("t", doc_id, 0)]
         expected = _recomputed_mask(plugin.model, inputs, "vcast", 0.25, record.geometry.grid)
         assert np.array_equal(record.kept, expected), doc_id
@@ -245,8 +254,8 @@ def test_no_efficiency_dir_or_record_kept_false_writes_nothing(tiny_dirs: dict, 
     plugin = _plugin("qwen3_vl", tiny_dirs, method="vcast", record_kept=False,
                      efficiency_dir=str(tmp_path / "efficiency"))
     plugin._generate(plugin._prepare([CONTEXT], [[clips[0]]]), {"max_new_tokens": 1}, ["t"], [0])
-    assert plugin.kept_path is None and (tmp_path / "efficiency").is_dir() and not (tmp_path / FOLDER).exists()
-    assert _plugin("qwen3_vl", tiny_dirs, method="vcast").kept_path is None
+    assert plugin.recorder.kept_path is None and (tmp_path / "efficiency").is_dir() and not (tmp_path / FOLDER).exists()
+    assert _plugin("qwen3_vl", tiny_dirs, method="vcast").recorder.kept_path is None
 
 
 # Real lmms-eval cells through the sweep's runner ---------------------------------------------------
@@ -305,7 +314,8 @@ def test_a_vcast_cell_on_qwen3vl_records_every_item_exactly(tiny_dirs: dict, syn
     plugin = _plugin("qwen3_vl", tiny_dirs, method="vanilla")
     lines = (synth_data / "vcast_synth.jsonl").read_text().splitlines()
     for (_, doc_id, _), record in records.items():
-        inputs = plugin._prepare([CONTEXT], [[str(synth_data / json.loads(lines[doc_id])["video"])]])
+        prepared = plugin._prepare([CONTEXT], [[str(synth_data / json.loads(lines[doc_id])["video"])]])
+        inputs = prepared.tensors
         t, h, w = inputs["video_grid_thw"][0].tolist()
         assert record.geometry == Geometry("qwen3_vl", (t, h // 2, w // 2), 2, (h * 16, w * 16))
         expected = _recomputed_mask(plugin.model, inputs, "vcast", 0.25, record.geometry.grid)

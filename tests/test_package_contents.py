@@ -11,7 +11,7 @@ those belong in ``tests/support/``).
   Python blocks of README.md and ``docs/*.md``): ``import m``, ``from m import x``, ``from p import
   m``, relative imports, at any depth of the file (lazy imports count);
 * such a file names it in a string, as a dotted path alone or before an attribute
-  (``"vcast.eval.llava_ov.VCastLlavaOV"``, ``[sys.executable, "-m", "vcast.eval.run"]``);
+  (``"vcast.families.llava_onevision.plugin.VCastLlavaOV"``, ``[sys.executable, "-m", "vcast.eval.run"]``);
 * ``pyproject.toml``'s entry points name it, or the Makefile, a doc, ``.ci/`` or a shell script
   runs it with ``python -m``, or a Hydra config under ``configs/`` names it;
 * something loads it by name: ``__init__`` and ``__main__`` modules (the package, ``python -m``);

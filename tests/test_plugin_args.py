@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vcast.eval.plugin_args import (MIN_FRAMES, PLUGIN_ARGS, QWEN_TEMPORAL_PATCH, check_frames, model_arg_problem,
+from vcast.eval.plugin_args import (MIN_FRAMES, PLUGIN_ARGS, check_frames, model_arg_problem,
                                     model_args_problem)
 from vcast.eval.video import qwen_frame_count
+from vcast.families import all_families, get_family
 
 
 def _init_args(cls: type) -> set[str]:
@@ -25,24 +26,25 @@ def _init_args(cls: type) -> set[str]:
 
 
 def test_declared_model_args_are_the_plugins_signatures() -> None:
-    from vcast.eval.llava_ov import VCastLlavaOV
+    from vcast.families.llava_onevision.plugin import VCastLlavaOV
     from vcast.eval.manifests import MODELS
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
     from vcast.vllm.lmms_plugin import VCastVLLM
 
-    classes = {"vcast_qwen3_vl": VCastQwen3VL, "vcast_llava_ov": VCastLlavaOV, "vcast_vllm": VCastVLLM}
+    classes = {family.plugin_id: family.load("plugin") for family in all_families()}
+    classes["vcast_vllm"] = VCastVLLM
+    assert classes["vcast_qwen3_vl"] is VCastQwen3VL and classes["vcast_llava_ov"] is VCastLlavaOV
     assert set(classes) == set(MODELS) == set(PLUGIN_ARGS) == set(MIN_FRAMES)
     for plugin, cls in classes.items():
         assert set(PLUGIN_ARGS[plugin]) == _init_args(cls), plugin
 
 
 def test_qwen3vl_reads_at_least_one_temporal_patch() -> None:
-    from vcast.eval import qwen3_vl
-
-    assert qwen3_vl.QWEN_TEMPORAL_PATCH == QWEN_TEMPORAL_PATCH == MIN_FRAMES["vcast_qwen3_vl"]
+    temporal_patch = get_family("qwen3_vl").frames_per_step
+    assert temporal_patch == MIN_FRAMES["vcast_qwen3_vl"] == 2
     with pytest.raises(ValueError, match="must be >= 2"):
-        qwen_frame_count(1, 40, QWEN_TEMPORAL_PATCH)
-    assert qwen_frame_count(2, 40, QWEN_TEMPORAL_PATCH) == 2
+        qwen_frame_count(1, 40, temporal_patch)
+    assert qwen_frame_count(2, 40, temporal_patch) == 2
     with pytest.raises(ValueError, match=r"frames=1: Qwen3-VL \(vcast_qwen3_vl\) reads at least 2 frames"):
         check_frames("vcast_qwen3_vl", 1)
     check_frames("vcast_llava_ov", 1)
@@ -50,7 +52,7 @@ def test_qwen3vl_reads_at_least_one_temporal_patch() -> None:
 
 
 def test_the_qwen_plugin_refuses_one_frame_before_loading_anything(tmp_path: Path) -> None:
-    from vcast.eval.qwen3_vl import VCastQwen3VL
+    from vcast.families.qwen3_vl.plugin import VCastQwen3VL
 
     # no checkpoint exists at this path: the refusal must come first
     with pytest.raises(ValueError, match="reads at least 2 frames"):

@@ -281,16 +281,17 @@ def _plugin_selection(arch: str, model_dir: Path, clip: Path, frames: int, tempo
     """What the lmms-eval plugin's hooks selected on ``clip`` (its one video's SegmentStats), and
     the processor inputs."""
     if arch == "llava_onevision":
-        from vcast.eval.llava_ov import VCastLlavaOV as Plugin
+        from vcast.families.llava_onevision.plugin import VCastLlavaOV as Plugin
 
         extra: dict = {}
     else:
-        from vcast.eval.qwen3_vl import VCastQwen3VL as Plugin
+        from vcast.families.qwen3_vl.plugin import VCastQwen3VL as Plugin
 
         extra = dict(QWEN_PIXELS)
     plugin = Plugin(pretrained=str(model_dir), method="vcast", ratio=0.25, temporal=temporal, max_num_frames=frames,
                     device="cpu", warmup=False, **extra)
-    inputs = plugin._prepare(["Which colour?"], [[str(clip)]])
+    prepared = plugin._prepare(["Which colour?"], [[str(clip)]])
+    inputs = prepared.tensors
     with torch.inference_mode():
         plugin.model(**inputs)
     (video,) = plugin.handle.stats.videos

@@ -123,6 +123,7 @@ def test_every_method_config_is_runnable(method: str) -> None:
     """Every method config passes the sweep's preflight and ``attach``'s own parameter check (at its
     fixed ratio or 0.25); an in-LLM method's plan fits the real models' depths (28 and 36 layers)."""
     import vcast
+    from vcast.families import get_family
     from vcast.models.attach import _check_param_values
     from vcast.models.llm_plan import LLMInfo
     from vcast.registry import get_method, is_input_method, is_llm_method
@@ -137,7 +138,7 @@ def test_every_method_config_is_runnable(method: str) -> None:
     if not is_llm_method(spec.method_id):
         _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
         return
-    for llm in (LLMInfo("LLaVA-OneVision", 28), LLMInfo("Qwen3-VL", 36)):
+    for llm in (LLMInfo.of(get_family("llava_onevision"), 28), LLMInfo.of(get_family("qwen3_vl"), 36)):
         plan = get_method(spec.method_id)(spec.ratio, llm, **spec.method_params)
         plan.check(llm)
         assert plan.stages

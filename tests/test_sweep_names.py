@@ -28,7 +28,7 @@ TYPOS = [  # (what is typed after CELL, the word refused, what the line must say
     ([SLURM, "hydra.launcher.partiton=gpu"], "hydra.launcher.partiton=gpu", "did you mean hydra.launcher.partition?"),
     (["method=vcst"], "method=vcst", "no method config 'vcst'; did you mean vcast?"),
     (["method=vanilla,vcst", "-m"], "method=vanilla,vcst", "no method config 'vcst'; did you mean vcast?"),
-    (["model=tiny_qwen3v"], "model=tiny_qwen3v", "no model config 'tiny_qwen3v'; did you mean tiny_qwen3vl?"),
+    (["model=tiny_qwn3vl"], "model=tiny_qwn3vl", "no model config 'tiny_qwn3vl'; did you mean tiny_qwen3vl?"),
     (["task=vcast_synht"], "task=vcast_synht", "no task config 'vcast_synht'; did you mean vcast_synth?"),
     (["experiment=dem"], "experiment=dem", "no experiment config 'dem'; did you mean demo?"),
     (["+experiment=qwen3vl_8"], "+experiment=qwen3vl_8", "did you mean qwen3vl_8b?"),

@@ -19,6 +19,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: E40
 from transformers.video_utils import VideoMetadata  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
+from vcast.families import family_for_arch, family_of  # noqa: E402
 from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint, checkpoint_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,24 @@ def expected_video_tokens(arch: str, model, inputs) -> int:
     return pooled.shape[0] * pooled.shape[1]
 
 
+# The paper's families, whose layouts the two tests below spell out; the others' own files
+# (tests/test_family_<name>.py) check theirs.
+PAPER_ARCHS = ("qwen3_vl", "qwen3_vl_moe", "llava_onevision")
+
+
 @pytest.mark.parametrize("arch", ARCHS)
+def test_every_arch_loads_as_its_family_s_class(arch: str, tiny_dirs: dict[str, Path]) -> None:
+    model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch])
+    processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
+    family = family_for_arch(arch)
+    assert type(model).__name__ == family.hf_classes[family.archs.index(arch)]
+    assert family_of(model) is family and model.config.model_type == family.model_types[family.archs.index(arch)]
+    assert model.config.text_config.vocab_size >= len(processor.tokenizer)
+    text = "Hello, world! 123 ~é"
+    assert processor.tokenizer.decode(processor.tokenizer(text)["input_ids"]) == text
+
+
+@pytest.mark.parametrize("arch", PAPER_ARCHS)
 def test_loads_through_auto_classes(arch: str, tiny_dirs: dict[str, Path]) -> None:
     model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch])
     processor = AutoProcessor.from_pretrained(tiny_dirs[arch])
@@ -90,7 +108,7 @@ def test_loads_through_auto_classes(arch: str, tiny_dirs: dict[str, Path]) -> No
         assert processor.video_token_id == model.config.video_token_index
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", PAPER_ARCHS)
 def test_video_placeholders_match_model_and_generate_is_deterministic(arch: str, tiny_dirs: dict[str, Path]) -> None:
     model = AutoModelForImageTextToText.from_pretrained(tiny_dirs[arch]).eval()
     processor = AutoProcessor.from_pretrained(tiny_dirs[arch])

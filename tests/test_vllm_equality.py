@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.model_inputs import QWEN_VIDEO_SIZE, clip  # noqa: E402
-from vcast.kept_records import call_records, qwen_geometry  # noqa: E402
+from vcast.kept_records import call_records, merged_grid_geometry  # noqa: E402
 from vcast.vllm.kept import NO_KEY, VIDEO_KEY, KeptVideo, records_from_stats  # noqa: E402
 
 from vllm.platforms import current_platform  # noqa: E402
@@ -158,7 +158,7 @@ def test_vllm_plugin_equals_hf_attach(checkpoint, prompt, hf, method: str) -> No
     # The kept-token record: the model's stats under the clip's key (the profiling run's, if any,
     # carry no key) make the same record as the HF plugins make from attach's stats.
     assert [stat["key"] for stat in stats if stat["key"] != NO_KEY] == [KEY]
-    geometry = qwen_geometry(inputs["video_grid_thw"][0].tolist())
+    geometry = merged_grid_geometry("qwen3_vl", inputs["video_grid_thw"][0].tolist(), 16, 2, 2)
     (ours,) = records_from_stats([KeptVideo(KEY, "clip", 0, 0, geometry, list(range(FRAMES)))], stats, method)
     (theirs,) = call_records(hf_stats, method, [geometry], [list(range(FRAMES))], ["clip"], [0])
     assert ours.geometry == theirs.geometry and ours.frame_indices == theirs.frame_indices

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 import vcast
+from vcast.families import Family, family_of
 from vcast.temporal import TEMPORAL_STRATEGIES
 
 logger = logging.getLogger(__name__)
@@ -40,10 +41,6 @@ ALLOCATION_LABELS: dict[str, str] = {
     "curvature": "Curvature-Aware (V-CAST)",
 }
 DEFAULT_ALLOCATIONS: tuple[str, ...] = ("uniform", "uniqueness", "curvature")
-
-QWEN_TYPES = ("qwen3_vl", "qwen3_vl_moe")
-LLAVA_TYPES = ("llava_onevision",)
-
 
 def step_name(frames_per_step: int, *, plural: bool = False) -> str:
     """What one ``T`` step of :meth:`VideoTokenReader.tokens` is: ``frame``, or ``temporal patch``
@@ -60,12 +57,10 @@ def panel_title(video: str, steps: int, tokens_per_step: int, frames_per_step: i
     return f"{video}: {steps} {step_name(frames_per_step, plural=steps != 1)} \u00d7 {tokens_per_step} tokens"
 
 
-def _qwen_pixel_defaults() -> tuple[int, int]:
-    """(min_pixels, max_pixels) the ``vcast_qwen3_vl`` plugin uses when none are given, read from
-    its signature so the two never drift apart."""
-    from vcast.eval.qwen3_vl import VCastQwen3VL
-
-    params = inspect.signature(VCastQwen3VL.__init__).parameters
+def _pixel_defaults(family: Family) -> tuple[int, int]:
+    """(min_pixels, max_pixels) ``family``'s plugin uses when none are given, read from its
+    signature so the two never drift apart."""
+    params = inspect.signature(family.load("plugin").__init__).parameters
     return int(params["min_pixels"].default), int(params["max_pixels"].default)
 
 
@@ -79,12 +74,16 @@ class VideoTokenReader:
     Attributes:
         model: the ``*ForConditionalGeneration`` instance, in eval mode.
         processor: its ``AutoProcessor``.
-        model_type: ``config.model_type`` (``qwen3_vl``, ``qwen3_vl_moe`` or ``llava_onevision``).
+        model_type: ``config.model_type`` (of a family :mod:`vcast.families` knows).
     """
 
     model: nn.Module
     processor: Any
     model_type: str
+
+    @property
+    def family(self) -> Family:
+        return family_of(self.model_type)
 
     @classmethod
     def load(cls, model_dir: PathLike, *, device: Union[str, torch.device] = "cpu",
@@ -96,9 +95,10 @@ class VideoTokenReader:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(str(model_dir))
-        if config.model_type not in QWEN_TYPES + LLAVA_TYPES:
-            raise ValueError(f"{model_dir} is a {config.model_type!r} checkpoint; video_tokens supports "
-                             f"{', '.join(QWEN_TYPES + LLAVA_TYPES)}")
+        try:
+            family_of(config)
+        except TypeError as error:
+            raise ValueError(f"{model_dir}: {error}") from None
         device = torch.device(device)
         if dtype is None:
             dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
@@ -114,32 +114,31 @@ class VideoTokenReader:
 
     @property
     def frames_per_step(self) -> int:
-        """Frames behind one ``T`` step of :meth:`tokens`: Qwen3-VL's temporal patch size (2),
-        1 for LLaVA-OneVision (one step per frame)."""
-        if self.model_type in QWEN_TYPES:
-            return int(getattr(self.model.config.vision_config, "temporal_patch_size", 2))
-        return 1
+        """Frames behind one ``T`` step of :meth:`tokens`: a merging ViT's temporal patch size (2),
+        1 for a pooling tower such as LLaVA-OneVision's (one step per frame)."""
+        return int(getattr(self.model.config.vision_config, "temporal_patch_size", self.family.frames_per_step))
 
     def tokens(self, video: PathLike, frames: int, *, max_pixels: Optional[int] = None,
                min_pixels: Optional[int] = None) -> torch.Tensor:
         """Float32 CPU ``[T, P, D]`` tokens of ``video`` read with ``frames`` frames.
 
-        Qwen3-VL: ``T = grid_t`` temporal patches (2 frames each), ``P = grid_h * grid_w / 4``.
-        LLaVA-OneVision: ``T = frames``, ``P`` pooled tokens per frame; the pixel bounds do not
-        apply (its processor resizes to the tower's fixed size) and are ignored.
+        Merging ViTs (the Qwen families): ``T = grid_t`` temporal patches (2 frames each),
+        ``P = grid_h * grid_w / 4``. Pooling towers (LLaVA-OneVision): ``T = frames``, ``P`` pooled
+        tokens per frame; the pixel bounds do not apply (its processor resizes to the tower's fixed
+        size) and are ignored.
         """
         from vcast.models.adapter import flat_tokens
         from vcast.models.reference import encode
 
         with torch.no_grad():
-            if self.model_type in QWEN_TYPES:
-                inputs, num_frames, per_frame = self._qwen_inputs(str(video), frames, max_pixels, min_pixels)
-            else:
-                inputs, num_frames, per_frame = self._llava_inputs(str(video), frames)
+            if "min_pixels" in self.family.plugin_args:  # the plugin resizes frames to a pixel budget
+                inputs, num_frames, per_frame = self._merged_inputs(str(video), frames, max_pixels, min_pixels)
+            else:  # the processor resizes to the tower's one input size
+                inputs, num_frames, per_frame = self._pooled_inputs(str(video), frames)
             inputs = {key: value.to(self.device) if isinstance(value, torch.Tensor) else value
                       for key, value in inputs.items()}
             pooled = flat_tokens(encode(self.model, inputs)["video"].pooler_output)
-        # LLaVA appends one image-newline token after the frames; the selection never sees it.
+        # A trailing token after the frames (LLaVA's image newline) is never selected.
         pooled = pooled[: num_frames * per_frame]
         if pooled.shape[0] != num_frames * per_frame:
             raise RuntimeError(f"the encoder returned {pooled.shape[0]} tokens for {num_frames} x {per_frame}")
@@ -147,20 +146,19 @@ class VideoTokenReader:
         logger.info("%s: %d frames -> tokens [T=%d, P=%d, D=%d]", video, frames, *tokens.shape)
         return tokens
 
-    def _qwen_inputs(self, video: str, frames: int, max_pixels: Optional[int],
+    def _merged_inputs(self, video: str, frames: int, max_pixels: Optional[int],
                      min_pixels: Optional[int]) -> tuple[Mapping[str, Any], int, int]:
         """The plugin's reading (decord, ``linspace().round()``, qwen_vl_utils resize), fed to the
         video processor with its own sampling and resizing off, as the plugin does."""
         from transformers.video_utils import VideoMetadata
 
-        from vcast.eval.qwen3_vl import QWEN_PATCH_SIZE
         from vcast.eval.video import qwen_resize, read_qwen_video
 
-        default_min, default_max = _qwen_pixel_defaults()
+        default_min, default_max = _pixel_defaults(self.family)
         min_pixels = default_min if min_pixels is None else min_pixels
         max_pixels = default_max if max_pixels is None else max_pixels
         decoded = read_qwen_video(video, frames)
-        resized = qwen_resize(decoded.frames, min_pixels, max_pixels, None, QWEN_PATCH_SIZE)
+        resized = qwen_resize(decoded.frames, min_pixels, max_pixels, None, int(self.model.config.vision_config.patch_size))
         metadata = VideoMetadata(total_num_frames=decoded.total_frames, fps=decoded.fps,
                                  frames_indices=decoded.indices, video_backend="decord")
         inputs = self.processor.video_processor(videos=[resized], video_metadata=[metadata], do_sample_frames=False,
@@ -171,14 +169,13 @@ class VideoTokenReader:
         # merged 2x2 blocks: the same frame-major order the prompt's placeholders have.
         return dict(inputs), int(grid_t), int(grid_h * grid_w // merge**2)
 
-    def _llava_inputs(self, video: str, frames: int) -> tuple[Mapping[str, Any], int, int]:
+    def _pooled_inputs(self, video: str, frames: int) -> tuple[Mapping[str, Any], int, int]:
         from vcast.eval.video import read_llava_video
-        from vcast.models.llava_onevision import LlavaOnevisionAdapter
 
         decoded = read_llava_video(video, frames)
         inputs = dict(self.processor.video_processor(videos=[decoded.frames], return_tensors="pt"))
         inputs["pixel_values_videos"] = inputs["pixel_values_videos"].to(self.model.dtype)
-        per_frame = LlavaOnevisionAdapter(self.model, None, False).tokens_per_frame
+        per_frame = self.family.load("adapter")(self.model, None, False).tokens_per_frame
         return inputs, int(inputs["pixel_values_videos"].shape[1]), per_frame
 
 
@@ -187,9 +184,9 @@ def video_tokens(model_dir: PathLike, video: PathLike, frames: int, *, max_pixel
                  dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """Float32 ``[T, P, D]``: the visual tokens V-CAST's selection sees for ``video``.
 
-    Loads ``model_dir`` (a Qwen3-VL / Qwen3-VL-MoE or LLaVA-OneVision checkpoint) for this one
-    call; to read several videos, use :class:`VideoTokenReader` directly. ``min_pixels`` /
-    ``max_pixels`` default to the ``vcast_qwen3_vl`` plugin's defaults (Qwen3-VL only).
+    Loads ``model_dir`` (a checkpoint of a family :mod:`vcast.families` knows) for this one call;
+    to read several videos, use :class:`VideoTokenReader` directly. ``min_pixels`` /
+    ``max_pixels`` default to the family plugin's defaults (merging ViTs only).
     """
     reader = VideoTokenReader.load(model_dir, device=device, dtype=dtype)
     return reader.tokens(video, frames, max_pixels=max_pixels, min_pixels=min_pixels)

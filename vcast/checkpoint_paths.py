@@ -12,12 +12,13 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from vcast.families import all_families
+
 REPO = Path(__file__).resolve().parents[1]
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hugging Face Hub names a model
 # Repository folder -> the make target that (re)builds it (Makefile: tiny-checkpoints, demo-vllm, demo-model).
 BUILT_BY = {
-    "checkpoints/tiny_qwen3_vl": "make tiny-checkpoints",
-    "checkpoints/tiny_llava_onevision": "make tiny-checkpoints",
+    **{family.tiny_dir: "make tiny-checkpoints" for family in all_families()},
     "checkpoints/tiny_qwen3_vl_vllm": "make demo-vllm",
     "checkpoints/demo_qwen3_vl": "make demo-model",
 }

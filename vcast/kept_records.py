@@ -2,10 +2,10 @@
 needed to draw them over the frames.
 
 One record is one video of one item of one cell. The kept set is a boolean mask over the grid of
-the video's LLM tokens ``[T, H, W]`` (Qwen3-VL: ``T`` temporal patches of 2 frames and ``H x W``
-merged 32 px patches; LLaVA-OneVision: ``T`` frames of the pooled ``H x W`` grid), stored
-bit-packed (``numpy.packbits`` of the C-order flattening, big-endian bit order) in base64: 6,272
-tokens (Qwen3-VL at 64 frames of 448 px) take 784 bytes, 1,048 characters; the whole record is
+the video's LLM tokens ``[T, H, W]`` (merging ViTs: ``T`` temporal patches of 2 frames and ``H x W``
+merged patches, 32 px for a 16 px patch; pooling towers: ``T`` frames of the pooled ``H x W`` grid),
+stored bit-packed (``numpy.packbits`` of the C-order flattening, big-endian bit order) in base64: 6,272
+tokens (64 frames of 448 px in 32 px cells) take 784 bytes, 1,048 characters; the whole record is
 about 1.7 KB of JSON, plus about 1.1 KB per in-LLM drop stage.
 
 A method that drops tokens inside the language model adds one mask per drop stage (``stages``:
@@ -30,14 +30,12 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from vcast.families import all_families
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
 FOLDER = "kept"
-FAMILIES = ("qwen3_vl", "llava_onevision")
-# The plugins' prepared batches carry each video's source frame indices as this attribute (an
-# attribute, not a key, so ``generate(**inputs)`` never sees it): one list per video, in batch order.
-FRAME_INDICES = "vcast_frame_indices"
 
 
 def rank_file(cell: Path, rank: int) -> Path:
@@ -50,9 +48,9 @@ class Geometry:
     """Where the LLM token grid sits on the frames.
 
     Attributes:
-        family: ``qwen3_vl`` or ``llava_onevision``.
+        family: the model family's name (:mod:`vcast.families`).
         grid: ``(T, H, W)``: temporal steps and the LLM token grid of one step.
-        frames_per_step: source frames behind one temporal step (Qwen3-VL 2, LLaVA-OneVision 1).
+        frames_per_step: source frames behind one temporal step (the family's ``frames_per_step``).
         frame_size: ``(height, width)`` in pixels of the frames the model was given (after the
             processor's resize); one token covers ``height / H`` x ``width / W`` of them.
     """
@@ -63,8 +61,9 @@ class Geometry:
     frame_size: tuple[int, int]
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"geometry family must be one of {FAMILIES}, got {self.family!r}")
+        names = [family.name for family in all_families()]
+        if self.family not in names:
+            raise ValueError(f"geometry family must be one of {', '.join(names)}, got {self.family!r}")
         if len(self.grid) != 3 or min(self.grid) < 1:
             raise ValueError(f"geometry grid must be (T, H, W) of positive sizes, got {self.grid!r}")
         if self.frames_per_step < 1:
@@ -195,25 +194,26 @@ def read_records(cell: Path, task: Optional[str] = None) -> dict[tuple[str, int,
 
 # From a generate call's stats ---------------------------------------------------------------------
 
-def qwen_geometry(grid_thw: Sequence[int], patch_size: int = 16, merge_size: int = 2,
-                  temporal_patch: int = 2) -> Geometry:
-    """Qwen3-VL: a ``video_grid_thw`` row ``(t, h, w)`` (temporal patches, 16 px patches) is the LLM
-    grid ``(t, h / merge, w / merge)`` over frames of ``(h * patch, w * patch)`` pixels."""
+def merged_grid_geometry(family: str, grid_thw: Sequence[int], patch_size: int, merge_size: int,
+                         temporal_patch: int) -> Geometry:
+    """A merging ViT (the Qwen families): a ``video_grid_thw`` row ``(t, h, w)`` (temporal patches,
+    ``patch_size`` px patches) is the LLM grid ``(t, h / merge, w / merge)`` over frames of
+    ``(h * patch, w * patch)`` pixels."""
     t, h, w = (int(side) for side in grid_thw)
     if h % merge_size or w % merge_size:
         raise ValueError(f"video grid {(t, h, w)} is not a multiple of the spatial merge {merge_size}")
-    return Geometry("qwen3_vl", (t, h // merge_size, w // merge_size), int(temporal_patch),
+    return Geometry(family, (t, h // merge_size, w // merge_size), int(temporal_patch),
                     (h * patch_size, w * patch_size))
 
 
-def llava_geometry(frames: int, tokens_per_frame: int, image_size: int) -> Geometry:
-    """LLaVA-OneVision: ``frames`` frames of the pooled square grid of ``tokens_per_frame`` tokens
-    (196 = 14 x 14 at 384 px; the video's one trailing newline token is no grid token and always
-    stays, so it is not recorded) over frames of ``image_size`` pixels square."""
+def pooled_grid_geometry(family: str, frames: int, tokens_per_frame: int, image_size: int) -> Geometry:
+    """A pooling tower (LLaVA-OneVision): ``frames`` frames of the pooled square grid of
+    ``tokens_per_frame`` tokens (196 = 14 x 14 at 384 px; a trailing newline token is no grid token
+    and always stays, so it is not recorded) over frames of ``image_size`` pixels square."""
     side = math.isqrt(int(tokens_per_frame))
     if side * side != tokens_per_frame:
-        raise ValueError(f"LLaVA-OneVision frame of {tokens_per_frame} tokens is not a square grid")
-    return Geometry("llava_onevision", (int(frames), side, side), 1, (int(image_size), int(image_size)))
+        raise ValueError(f"a frame of {tokens_per_frame} pooled tokens is not a square grid")
+    return Geometry(family, (int(frames), side, side), 1, (int(image_size), int(image_size)))
 
 
 def _stage_mask(positions: np.ndarray, columns: Any, grid: tuple[int, int, int]) -> np.ndarray:

@@ -19,6 +19,7 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
     guard_imports()
 
 from vcast.closed_pipe import run_command  # noqa: E402
+from vcast.doc_blocks import page_block, write_block  # noqa: E402
 from vcast.registry import available_methods, method_facts, method_inputs, method_kind, method_params, method_variants  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -68,23 +69,12 @@ def method_table() -> str:
 
 def page_table(text: str) -> Optional[str]:
     """The block between the markers in ``text`` (markers included), or None without them."""
-    start, end = text.find(START), text.find(END)
-    if start < 0 or end < start:
-        return None
-    return text[start:end + len(END)]
+    return page_block(text, START, END)
 
 
 def write(page: Path = PAGE) -> bool:
     """Rewrite ``page``'s block; True if it changed. ValueError when the page has no markers."""
-    text = page.read_text(encoding="utf-8")
-    old = page_table(text)
-    if old is None:
-        raise ValueError(f"{page} has no method table block (a line {START!r} ... {END!r})")
-    new = method_table()
-    if old == new:
-        return False
-    page.write_text(text.replace(old, new), encoding="utf-8")
-    return True
+    return write_block(page, START, END, method_table())
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -11,7 +11,8 @@ each variant follows and how closely: docs/fidelity.md.
 Modules: :mod:`baselines.fastvid.method` (the registration), :mod:`baselines.fastvid.paper`,
 :mod:`baselines.fastvid.official` and :mod:`baselines.fastvid.vidcom2_qwen` (the variants),
 :mod:`baselines.fastvid.release_loop` (the released per-segment loop that ``official`` and
-``vidcom2_qwen`` share) and :mod:`baselines.fastvid.dyseg` (the paper variant's segmentation).
+``vidcom2_qwen`` share), :mod:`baselines.fastvid.dyseg` (the paper variant's segmentation) and
+:mod:`baselines.fastvid.qwen2_5_vl_saliency` (the Qwen2.5-VL release's saliency, a model input).
 
 Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``beta`` and
 ``ignore_threshold`` default to None, resolved per variant):
@@ -39,9 +40,17 @@ Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``b
   Inputs not reproduced (adapter matters): the LLaVA DySeg feature is the SigLIP MAP-head
   embedding, which the HF vision tower lacks: every version here uses the per-frame token mean
   in the input dtype (what the Qwen2.5-VL release uses); ``vision_attention`` stands for the
-  MAP-head probe attention (LLaVA, bilinear-pooled for OV, average-pooled for Video) or the
-  last-ViT-block mean-query attention (Qwen2.5-VL). LLaVA-Video's newline tokens (one re-inserted
-  per row with a kept token) are outside ``frames``.
+  MAP-head probe attention (LLaVA, bilinear-pooled for OV, average-pooled for Video) or, for
+  Qwen2.5-VL, the release's own saliency: in the last ViT block (a full-attention block), each
+  temporal patch's mean query against its merge units' mean keys, softmax, head mean
+  (:func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency`, bit-equal to the release's
+  ``Qwen2_5_VLVisionFlashAttention2`` L193-203 and its reordering L589-594 given the same rotated
+  queries and keys). It is not the column mean (``vcast.models.vision_probe.column_mean_attention``,
+  pooled per merge unit) that the probe gives the other methods: on random blocks the two put the
+  same top quarter first in few frames, so a Qwen2.5-VL adapter feeding ``version="qwen2_5_vl"``
+  must compute this one (vcast's Qwen2.5-VL adapter does not yet: it gives the column mean, see
+  docs/fidelity.md). LLaVA-Video's newline tokens (one re-inserted per row with a
+  kept token) are outside ``frames``.
 * ``"vidcom2_qwen"``: VidCom2 ``qwen`` @a85d485 ``token_compressor/fastvid/{core,fastvid_algo}.py``
   (:mod:`baselines.fastvid.vidcom2_qwen`): the Qwen2.5-VL loop with **the tokens' L2 norm as
   importance** (``vision_attention`` ignored), float32 segmentation with the guard
@@ -54,7 +63,11 @@ Measured agreement with the released code, loaded at run time on CPU
 bit-equal tokens; cases where both raise count as agreeing): official llava_ov fp32 150/150,
 bf16 150/150 (118 / 115 with outputs); llava_video fp32 154/154, bf16 154/154 (including 64 x 169
 runs of the unmodified code); qwen2_5_vl fp32 150/150, bf16 150/150; vidcom2_qwen fp32 150/150,
-bf16 150/150; plus 4/4 per variant and dtype at the papers' shapes and defaults. Not bit-equal:
+bf16 150/150; plus 4/4 per variant and dtype at the papers' shapes and defaults. At Qwen2.5-VL
+shapes (T = 8..32 temporal patches, P = 16..196, D = 64..3584, the ``eval.sh`` values): qwen2_5_vl
+fp32 110/110, bf16 110/110 (both raise in 3 / 1); the saliency 110/110 bit-equal per dtype; the
+VidCom2 port's Qwen2.5-VL wrapper (``models/qwen2_5_vl.py``) against ``vidcom2_qwen`` 110/110 per
+dtype. Not bit-equal:
 the noise on GPU (the release draws from the CUDA generator; ours from a CPU generator), and
 ``cdist``/``bmm``/``mm`` results may differ between CPU and GPU kernels.
 """

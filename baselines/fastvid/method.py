@@ -82,7 +82,8 @@ def fastvid_select(
             ``"vidcom2_qwen"`` (a CPU ``torch.Generator``; the global RNG is untouched). Unused by
             ``"paper"``, which has no noise.
         vision_attention: [T, P] saliency of every token (model input); ignored by ``"vidcom2_qwen"``
-            (it scores tokens by their L2 norm).
+            (it scores tokens by their L2 norm). The Qwen2.5-VL release's saliency is
+            :func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency`, not the column mean.
     """
     variant = check_variant("fastvid", variant, FASTVID_VARIANTS)
     if variant == OFFICIAL:

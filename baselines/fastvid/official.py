@@ -8,6 +8,12 @@ Three releases, chosen with ``version``:
   behind the LLaVA-Video rows;
 * ``"qwen2_5_vl"``: ``fastvid_qwen25vl/lmms-eval/lmms_eval/models/qwenvlutils/modeling_qwen2_5_vl.py``
   L1889-2099, the same loop with the ``DySeg_ignore`` sub-segmentation and the ``P // 2`` caps.
+  Its saliency (``vision_attention``) is not the column mean the other releases read but the last
+  ViT block's mean query against its merge units' mean keys:
+  :func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency` (re-exported here), which a
+  Qwen2.5-VL adapter computes from that block's rotated queries and keys. Which release a cell's
+  ``official`` rows follow is its ``version`` parameter (an experiment config's
+  ``reproduce_params: {fastvid: {version: qwen2_5_vl}}`` for a Qwen2.5-VL table).
 
 The per-segment loop and the release's shared pieces are in :mod:`baselines.fastvid.release_loop`
 (:func:`~baselines.fastvid.release_loop.loop_release`), which also runs
@@ -43,6 +49,7 @@ import torch
 
 from baselines.common.model_inputs import vision_attention_input
 from baselines.common.selection_output import selection_from_positions
+from baselines.fastvid.qwen2_5_vl_saliency import mean_query_saliency
 from baselines.fastvid.release_loop import (
     LLAVA_VIDEO,
     QWEN2_5_VL,
@@ -60,6 +67,8 @@ logger = logging.getLogger(__name__)
 
 LLAVA_OV = "llava_ov"
 VERSIONS = (LLAVA_OV, LLAVA_VIDEO, QWEN2_5_VL)
+__all__ = ["LLAVA_OV", "LLAVA_VIDEO", "QWEN2_5_VL", "VERSIONS", "llava_ov_context_counts",
+           "llava_ov_release", "mean_query_saliency", "official_select"]
 
 
 def llava_ov_context_counts(sizes: list[int], num_frames: int, context: int, anchor_period: int,

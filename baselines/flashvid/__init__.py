@@ -23,7 +23,10 @@ variant and its plan).
 Defaults: the planner picks per family when a value is None: LLaVA-OneVision (and LLaVA-Video)
 ``K = 20`` of 28 layers, ``llm_retention = 0.3``, ``min_segment_num = 8``, ``attn_div_v2``
 (``scripts/llava_ov.sh``, ``llava_vid.sh``); Qwen3-VL ``K = 28`` of 36, ``llm_retention = 0.1``,
-``min_segment_num = 4``, ``attn_div`` (v1; ``scripts/qwen3_vl.sh``). Other depths scale ``K`` with
+``min_segment_num = 4``, ``attn_div`` (v1; ``scripts/qwen3_vl.sh``); Qwen2.5-VL ``K = 20`` of 28
+(Qwen2.5-VL-7B), ``llm_retention = 0.3``, ``min_segment_num = 4``, ``attn_div``
+(``scripts/qwen2_5_vl.sh`` L15-24; its score row divides by ``sqrt(head_dim)``,
+``flashvid/modeling_qwen2_5_vl.py`` L349, as Qwen3-VL's). Other depths scale ``K`` with
 :func:`vcast.models.llm_plan.layer_scaled` (tiny models: 1 of 2 layers, 2 of 3). The defaults do
 not depend on ``r`` (the scripts have no per-ratio table). The vision-side values (``alpha = 0.7``,
 ``expansion = 1.25``, ``segment_threshold = 0.9``, ``temporal_threshold = 0.8``) are the official
@@ -53,7 +56,8 @@ SDPA / FlashAttention (the official code also computes that one row under FA2);
 ``scores="eager"`` reads it from the eager attention's weights.
 
 Integration (the engine's, both variants): the official Qwen3-VL code also drops every
-``<vision_start>``/``<vision_end>`` token, and LLaVA counts the newline tokens among the tokens
+``<vision_start>``/``<vision_end>`` token (its Qwen2.5-VL code keeps them and ranks exactly the
+video tokens, as here), and LLaVA counts the newline tokens among the tokens
 its FastV step ranks (``N`` includes them; frame mode: one per frame); here both stay and only
 video tokens are counted and ranked. Every batch row and every video of a row are handled (the
 official code asserts batch 1, one video).

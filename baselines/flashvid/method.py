@@ -4,6 +4,7 @@ variant modules."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from baselines.common import papers
 from baselines.flashvid.official import official_plan
@@ -37,14 +38,11 @@ class FamilyDefaults:
     score_scale: str  # how the release's manual score row scales q k^T (differs in bf16)
 
 
-FAMILY_DEFAULTS = {
-    # modeling_qwen2.py L202-207: ``q k^T * self.scaling``
-    "LLaVA-OneVision": FamilyDefaults(layer=20, reference_layers=28, llm_retention=0.3, min_segment_num=8,
-                                      selection="attn_div_v2", score_scale="multiply"),
-    # modeling_qwen3_vl.py L582-589: ``q k^T / self.head_dim ** 0.5``
-    "Qwen3-VL": FamilyDefaults(layer=28, reference_layers=36, llm_retention=0.1, min_segment_num=4,
-                               selection="attn_div", score_scale="divide"),
-}
+def family_defaults(llm: LLMInfo) -> Optional[FamilyDefaults]:
+    """The official script values of ``llm``'s family, declared by the family's package
+    (``Family.method_defaults["flashvid"]``, e.g. ``vcast/families/qwen3_vl/__init__.py``), or None."""
+    values = llm.method_defaults.get("flashvid")
+    return None if values is None else FamilyDefaults(**values)
 
 
 @register_llm_method("flashvid", inputs=("vision_attention",), variants=VARIANTS, facts=FACTS)
@@ -58,10 +56,10 @@ def flashvid_plan(ratio: float, llm: LLMInfo, *, layer: int | None = None,
     steps; ``seed`` is passed to the pre-LLM step under ``"official"``."""
     variant = check_variant("flashvid", variant, VARIANTS)
     seed = check_int("seed", seed, 0)
-    defaults = FAMILY_DEFAULTS.get(llm.family)
+    defaults = family_defaults(llm)
     if defaults is None and None in (layer, llm_retention, min_segment_num, selection):
-        raise ValueError(f"flashvid has official defaults for {', '.join(FAMILY_DEFAULTS)} only, not for family "
-                         f"{llm.family!r}; pass layer, llm_retention, min_segment_num and selection")
+        raise ValueError(f"flashvid has no official defaults for the {llm.family} family (its release has no "
+                         "script for it); pass layer, llm_retention, min_segment_num and selection")
     if layer is None:
         layer = layer_scaled(defaults.layer, defaults.reference_layers, llm.num_layers)
     layer = check_int("layer", layer, 1, llm.num_layers - 1)

@@ -21,9 +21,10 @@ FACTS = MethodFacts(display="FrameFusion", venue="ICCV'25", paper=papers.FRAMEFU
                     code={PAPER: RELEASE, OFFICIAL: RELEASE})
 
 
-def default_similarity_bound(family: str) -> float:
-    """S_th of the official examples: 0.5 for Qwen (Qwen2-VL), 0.6 otherwise (LLaVA-Video)."""
-    return 0.5 if family.lower().startswith("qwen") else 0.6
+def default_similarity_bound(llm: LLMInfo) -> float:
+    """S_th of the official examples: the family's (``Family.method_defaults["framefusion"]``: 0.5
+    for the Qwen families, as the Qwen2-VL example), else 0.6 (the LLaVA-Video example)."""
+    return float(llm.method_defaults.get("framefusion", {}).get("similarity_lower_bound", 0.6))
 
 
 @register_llm_method("framefusion", variants=VARIANTS, facts=FACTS)
@@ -48,7 +49,7 @@ def framefusion_plan(ratio: float, llm: LLMInfo, *, cost: float | None = None,
     cost = check_range("cost", ratio if cost is None else cost, 0.0, 1.0)
     if cost <= 0:
         raise ValueError(f"cost must be in (0, 1], got {cost!r}")
-    threshold = (default_similarity_bound(llm.family) if similarity_lower_bound is None
+    threshold = (default_similarity_bound(llm) if similarity_lower_bound is None
                  else check_range("similarity_lower_bound", similarity_lower_bound, -1.0, 1.0))
     ratio_lower_bound = check_range("ratio_lower_bound", ratio_lower_bound, 0.0, 1.0)
     scores = check_choice("scores", scores, SCORE_MODES)

@@ -55,6 +55,15 @@ contextual cluster, where the release raises, equal the release with its positio
 17/17 each); ``vidcom2_qwen`` fp32 150/150 and bf16 150/150 exact keep and tokens. Command:
 a comparison outside the project, docs/fidelity.md.
 
+Qwen2.5-VL / Qwen2-VL: the release has no path for them. Its ``lmms_eval/models/qwen2_vl.py`` is
+lmms-eval's stock wrapper (nothing pruned), and ``holitom()`` (``holitom/main.py``) patches LLaVA's
+classes and transformers' ``Qwen2Model``, which Qwen2-VL's language model is not; the wrapper is
+applied by ``llava_onevision.py`` / ``llava_vid.py`` only. On Qwen2.5-VL, ``official`` runs the
+LLaVA merge on the post-merger tokens with the adapter's ``vision_attention`` (our reading, no
+released counterpart); ``vidcom2_qwen`` is also the VidCom2 port's Qwen2.5-VL wrapper
+(``token_compressor/holitom/models/qwen2_5_vl.py``: the same ``compress_features`` on the same
+tokens, written to the same slots, without DeepStack; 110/110 exact per dtype, docs/fidelity.md).
+
 Default hyper-parameters (official environment defaults and scripts): ``tau = 0.8`` for
 ``r > 0.10`` and ``tau = 0.65`` for ``r <= 0.10`` (``tau=None`` picks this per ratio),
 ``beta = 0.6``, ``dominant_fraction = 0`` (D), ``dpc_k = 7`` (K), ``max_window = 1024``.

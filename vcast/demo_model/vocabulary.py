@@ -33,7 +33,7 @@ def prompt_words() -> tuple[str, ...]:
     """The multi-byte pieces the byte-level pre-tokenizer cuts the prompts into, sorted (``" blue"``, ``"The"``)."""
     from tokenizers import pre_tokenizers
 
-    from vcast.tiny_checkpoints import byte_to_unicode
+    from vcast.tiny_tokenizer import byte_to_unicode
 
     to_byte = {char: byte for byte, char in byte_to_unicode().items()}
     splitter = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

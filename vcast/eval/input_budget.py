@@ -1,9 +1,8 @@
 """What an input method (:mod:`vcast.input_methods`) gave the model, per video, and the unpruned
 model's video-token count it is measured against.
 
-A plugin's ``_prepare`` sets the list on its processor outputs as the attribute named
-:data:`INPUT_BUDGET` (an attribute, not a key, so ``generate(**inputs)`` never sees it): one dict
-per video of the batch, in order, with ``frames`` / ``reference_frames`` (frames read by the
+A plugin's ``_prepare`` gives the list with its batch (:class:`vcast.eval.prepared_inputs.PreparedInputs`
+``input_budget``): one dict per video of the batch, in order, with ``frames`` / ``reference_frames`` (frames read by the
 method and by the unpruned model) and ``grid`` / ``reference_grid`` (each frame's LLM token grid
 ``[h, w]``, or None where the plugin does not resize: LLaVA). The efficiency record keeps it.
 """
@@ -13,19 +12,16 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Optional, Sequence
 
-INPUT_BUDGET = "vcast_input_budget"
-
-# Plugins whose vision tower takes one fixed input size, so no input method may change the resolution.
-FIXED_RESOLUTION = {
-    "vcast_llava_ov": ("the LLaVA-OneVision vision tower takes a fixed 384x384 input (learned position embeddings "
-                       "for its 27x27 patches); use avgpool_2x2 (the 2x2 mean of the token grid) instead"),
-}
+from vcast.families import family_for_plugin
 
 
 def input_plan_refusal(plugin: str, plan: Any) -> Optional[str]:
-    """Why lmms-eval model ``plugin`` cannot run input plan ``plan`` (:class:`vcast.input_methods.InputPlan`), or None."""
-    if plan.grid_share != 1.0 and plugin in FIXED_RESOLUTION:
-        return f"{plugin}: method {plan.method!r} lowers the frame resolution, but {FIXED_RESOLUTION[plugin]}"
+    """Why lmms-eval model ``plugin`` cannot run input plan ``plan`` (:class:`vcast.input_methods.InputPlan`),
+    or None: a family whose vision tower takes one fixed input size (``Family.fixed_resolution``)
+    refuses any method that lowers the resolution."""
+    family = family_for_plugin(plugin)
+    if plan.grid_share != 1.0 and family is not None and family.fixed_resolution:
+        return f"{plugin}: method {plan.method!r} lowers the frame resolution, but {family.fixed_resolution}"
     return None
 
 

@@ -1,15 +1,19 @@
 """The ``lmms_eval.models`` entry point: lmms-eval finds vcast's models through this, with no
-fork and no edit of lmms-eval (``pyproject.toml`` registers :func:`manifests`)."""
+fork and no edit of lmms-eval (``pyproject.toml`` registers :func:`manifests`): one plugin per
+model family (:mod:`vcast.families`), plus the vLLM backend's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-MODELS = {
-    "vcast_qwen3_vl": "vcast.eval.qwen3_vl.VCastQwen3VL",
-    "vcast_llava_ov": "vcast.eval.llava_ov.VCastLlavaOV",
-    "vcast_vllm": "vcast.vllm.lmms_plugin.VCastVLLM",  # needs the vLLM environment (docs/vllm.md)
-}
+from vcast.families import all_families
+
+VLLM_PLUGIN = ("vcast_vllm", "vcast.vllm.lmms_plugin.VCastVLLM")  # needs the vLLM environment (docs/vllm.md)
+
+
+# {lmms-eval model id: class path} of every vcast plugin.
+MODELS: dict[str, str] = {**{family.plugin_id: family.plugin.replace(":", ".") for family in all_families()},
+                          VLLM_PLUGIN[0]: VLLM_PLUGIN[1]}
 
 
 def manifests() -> list[Any]:

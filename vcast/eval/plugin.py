@@ -1,8 +1,8 @@
 """The shared half of vcast's lmms-eval model plugins: arguments, loading, attaching the pruning
 method, the request loop, efficiency records.
 
-A subclass knows one architecture's prompt and video handling (:meth:`VCastLMM._prepare`) and
-follows lmms-eval's own wrapper for it. ``method="vanilla"`` attaches the keep-everything method,
+A subclass knows one family's prompt and video handling (:meth:`VCastLMM._prepare`), follows
+lmms-eval's own wrapper for it, and names its family (``family``: :class:`vcast.families.Family`). ``method="vanilla"`` attaches the keep-everything method,
 so the unpruned model runs through the same hooks and meters as every other method. An input
 method (``fewer_frames``, ``downsample``; :mod:`vcast.input_methods`) changes what ``_prepare`` gives
 the processor and runs the model with the keep-everything method.
@@ -24,16 +24,17 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from tqdm import tqdm
 
-from vcast.eval.efficiency import CallRecord, EfficiencyLog
-from vcast.eval.input_budget import INPUT_BUDGET, reference_video_tokens
+from vcast.eval.call_recorder import CallRecorder
+from vcast.eval.efficiency import EfficiencyLog
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin_args import ATTN_IMPLEMENTATIONS, DTYPE_NAMES
 from vcast.eval.prefetch import Prefetcher
+from vcast.eval.prepared_inputs import PreparedInputs
 from vcast.eval.resume import Progress, calling_response_cache, store_answers
 from vcast.eval.video import UNREADABLE_VIDEO
-from vcast.kept_records import FRAME_INDICES, Geometry, append_records, call_records, rank_file
-from vcast.models.flops import TERA, PrefillFlops, call_prefill_flops, vision_units
+from vcast.families import Family
+from vcast.kept_records import Geometry, rank_file
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,22 @@ def _device_and_map(device: Optional[str], device_map: Optional[str], local_rank
         return torch.device("cuda"), "auto"
     chosen = device_map or device or ("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(chosen), None
+
+
+def check_plugin_args(method: str, attn_implementation: Optional[str], max_num_frames: int, batch_size: int | str,
+                      missing_visuals: str, prefetch: int) -> None:
+    """ValueError naming the first bad model argument, before anything is loaded."""
+    from vcast.registry import get_method
+    from vcast.validation import check_choice, check_int
+
+    if attn_implementation not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
+    check_int("max_num_frames", max_num_frames, 1)
+    if str(batch_size) == "auto" or int(batch_size) < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    get_method(method)  # an unknown name fails here, before the model is loaded
+    check_choice("missing_visuals", missing_visuals, MISSING_POLICIES)
+    check_int("prefetch", prefetch, 0)
 
 
 def stop_strings(gen_kwargs: dict[str, Any], end_of_text: str) -> list[str]:
@@ -116,12 +133,13 @@ class PreparedBatch:
     serial run's, whatever was prepared ahead)."""
 
     readable: list[int]
-    inputs: Any
+    inputs: Optional[PreparedInputs]
     missing: list[tuple[str, Any, Exception]] = field(default_factory=list)
 
 
 class VCastLMM(lmms):
-    """Base of ``vcast_qwen3_vl`` and ``vcast_llava_ov`` (simple, ``generate_until`` only).
+    """Base of every family's plugin (simple, ``generate_until`` only; the ids are the families'
+    ``plugin_id``: ``vcast_qwen3_vl``, ``vcast_llava_ov``, ...).
 
     model_args (all ``key=value``): ``pretrained`` (hub id or folder), ``method`` (``vanilla``
     or a name from :func:`vcast.available_methods`), ``ratio`` (default 1.0 for vanilla, 0.25
@@ -142,6 +160,7 @@ class VCastLMM(lmms):
     it changes nothing the model computes, so a sweep's cell is the same cell either way).
     """
 
+    family: Family  # set by each family's plugin class
     is_simple = True
     DEFAULT_MAX_NEW_TOKENS = 128
 
@@ -172,17 +191,9 @@ class VCastLMM(lmms):
 
         from vcast.api import input_plan
         from vcast.models import attach
-        from vcast.registry import get_method, is_input_method
-        from vcast.validation import check_choice, check_int
+        from vcast.registry import is_input_method
 
-        if attn_implementation not in ATTN_IMPLEMENTATIONS:
-            raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
-        check_int("max_num_frames", max_num_frames, 1)
-        if str(batch_size) == "auto" or int(batch_size) < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        get_method(method)  # an unknown name fails here, before the model is loaded
-        check_choice("missing_visuals", missing_visuals, MISSING_POLICIES)
-        check_int("prefetch", prefetch, 0)
+        check_plugin_args(method, attn_implementation, max_num_frames, batch_size, missing_visuals, prefetch)
         if ratio is None:
             ratio = 1.0 if method == "vanilla" else 0.25
         # An input method prunes nothing: the model runs unpruned on the smaller input.
@@ -212,15 +223,7 @@ class VCastLMM(lmms):
         # another thread is inside a decode of the same tokenizer.
         self._decoder = copy.deepcopy(self.processor.tokenizer)
 
-        load_kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
-        if attn_implementation is not None:
-            load_kwargs["attn_implementation"] = attn_implementation
-        if load_map is not None:
-            load_kwargs["device_map"] = load_map
-        self._model = self._model_class(pretrained).from_pretrained(pretrained, **load_kwargs)
-        if load_map is None:
-            self._model.to(self._device)
-        self._model.eval()
+        self._model = self._load_model(pretrained, DTYPES[dtype], attn_implementation, load_map)
         if self.input_plan is None:
             self.handle = attach(self._model, method, self.ratio, positions=positions,
                                  compress_images=compress_images, **method_params)
@@ -228,8 +231,9 @@ class VCastLMM(lmms):
             self.handle = attach(self._model, "vanilla", 1.0, positions=positions, compress_images=compress_images)
         self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
         # Beside the efficiency folder: in a sweep both sit in the cell's folder.
-        self.kept_path: Optional[Path] = (rank_file(Path(efficiency_dir).parent, self._rank)
-                                          if record_kept and efficiency_dir is not None else None)
+        kept_path = (rank_file(Path(efficiency_dir).parent, self._rank)
+                     if record_kept and efficiency_dir is not None else None)
+        self.recorder = CallRecorder(self.efficiency, kept_path, method, self._video_geometries)
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, self._rank)
         self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
@@ -284,18 +288,39 @@ class VCastLMM(lmms):
     def generate_until_multi_round(self, requests: list[Instance]) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} implements generate_until only")
 
+    def _load_model(self, pretrained: str, dtype: torch.dtype, attn_implementation: Optional[str],
+                    load_map: Optional[Any]) -> torch.nn.Module:
+        """The family's class of ``pretrained``, on this rank's device (or sharded by ``load_map``), in eval mode."""
+        load_kwargs: dict[str, Any] = {"dtype": dtype}
+        if attn_implementation is not None:
+            load_kwargs["attn_implementation"] = attn_implementation
+        if load_map is not None:
+            load_kwargs["device_map"] = load_map
+        model = self._model_class(pretrained).from_pretrained(pretrained, **load_kwargs)
+        if load_map is None:
+            model.to(self._device)
+        return model.eval()
+
     # Subclass hooks -----------------------------------------------------------------------------
     def _check_input_plan(self, plan: Any) -> None:
         """ValueError when this architecture cannot take input method ``plan`` (before loading)."""
 
     def _model_class(self, pretrained: str) -> type:
-        """The transformers class for ``pretrained``; ValueError naming an unsupported checkpoint."""
-        raise NotImplementedError
+        """The transformers class of ``pretrained``'s ``model_type`` in this plugin's family;
+        ValueError naming a checkpoint of another model type."""
+        import transformers
 
-    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
-        """Processor outputs (a BatchFeature on CPU) for one batch of prompts and their visuals,
-        with each video's source frame indices as the attribute
-        :data:`vcast.kept_records.FRAME_INDICES` (one list per video, in batch order)."""
+        config = transformers.AutoConfig.from_pretrained(pretrained)
+        family = self.family
+        if config.model_type not in family.model_types:
+            raise ValueError(f"{family.plugin_id}: {pretrained} is a {config.model_type!r} checkpoint; expected one of "
+                             f"{', '.join(family.model_types)} ({family.display})")
+        return getattr(transformers, family.hf_class(config.model_type))
+
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> PreparedInputs:
+        """One batch of prompts and their visuals made ready for the model: the processor's
+        outputs (a BatchFeature on CPU), each video's source frame indices and, under an input
+        method, its budget."""
         raise NotImplementedError
 
     def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
@@ -341,7 +366,7 @@ class VCastLMM(lmms):
                     if self._needs_warmup:
                         self._needs_warmup = False
                         with torch.inference_mode():
-                            self._model.generate(**inputs,
+                            self._model.generate(**inputs.tensors,
                                                  **self._generate_kwargs({**gen_kwargs, "max_new_tokens": 2}))
                     generated = self._generate(inputs, gen_kwargs, [tasks[i] for i in readable],
                                                [doc_ids[i] for i in readable],
@@ -440,84 +465,22 @@ class VCastLMM(lmms):
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
 
-    def _generate(self, inputs: Any, gen_kwargs: dict[str, Any], tasks: list[str], doc_ids: list[int],
+    def _generate(self, inputs: PreparedInputs, gen_kwargs: dict[str, Any], tasks: list[str] | str, doc_ids: list[int],
                   prepare_s: Optional[float] = None, wait_s: Optional[float] = None) -> list[str]:
         """Generate for one prepared batch and record the call; ``prepare_s`` / ``wait_s``: the
         batch's reading + preprocessing time and how long the loop waited for it (the record's)."""
         self._synchronize()
         start = time.perf_counter()
         with torch.inference_mode():
-            output = self._model.generate(**inputs, **self._generate_kwargs(gen_kwargs))
+            output = self._model.generate(**inputs.tensors, **self._generate_kwargs(gen_kwargs))
         self._synchronize()
         wall = time.perf_counter() - start
-        new_tokens = output[:, inputs["input_ids"].shape[1]:]
-        self._record(tasks, doc_ids, wall, new_tokens, getattr(inputs, INPUT_BUDGET, None),
-                     prepare_s=prepare_s, wait_s=wait_s, flops=self._prefill_flops(inputs))
-        self._record_kept(inputs, tasks, doc_ids)
-        return self._decoder.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-
-    def _record(self, tasks: list[str], doc_ids: list[int], wall: float, new_tokens: torch.Tensor,
-                input_budget: Optional[list[dict[str, Any]]] = None, prepare_s: Optional[float] = None,
-                wait_s: Optional[float] = None, flops: Optional[PrefillFlops] = None) -> None:
-        """One efficiency record for the call; ``tasks[i]`` is the task of ``doc_ids[i]`` (a task
-        group's batch mixes tasks, and doc ids repeat across them). Under an input method,
-        ``input_budget`` (per video, see :mod:`vcast.eval.input_budget`) makes the total the
-        unpruned model's video tokens, so kept / total is the share the method really spent."""
-        stats = self.handle.stats
-        if stats is None:
-            raise RuntimeError("the pruning handle recorded no call: were the hooks removed?")
-        total = stats.total_video_tokens
-        if input_budget:  # an input method's batch with videos
-            total = reference_video_tokens(input_budget, stats.segments)
-        produced = int((new_tokens != self._pad_token_id).sum())
-        peak = stats.peak_memory_bytes
-        self.efficiency.add(CallRecord(
-            task=",".join(sorted(set(tasks))), doc_ids=doc_ids, tasks=list(tasks), items=len(doc_ids),
-            vision_s=stats.vision_s, selection_s=stats.selection_s, prefill_s=stats.prefill_s, decode_s=stats.decode_s,
-            generate_s=wall, prepare_s=prepare_s, wait_s=wait_s,
-            decode_steps=stats.decode_steps, output_tokens=produced,
-            peak_memory_mb=None if peak is None else peak / 2**20, memory_source=stats.memory_source,
-            timer=stats.timer, video_tokens_total=total,
-            video_tokens_kept=stats.kept_video_tokens, prompt_tokens_before=list(stats.tokens_before),
-            prompt_tokens_after=list(stats.tokens_after), video_tokens_final=stats.final_video_tokens,
-            layer_retention=stats.kept_video_tokens / total if input_budget else stats.layer_retention,
-            input_budget=input_budget or None, attempt=self.attempt,
-            vision_tflops=None if flops is None else flops.vision / TERA,
-            llm_tflops=None if flops is None else flops.llm / TERA,
-        ))
-
-    def _record_kept(self, inputs: Any, tasks: list[str] | str, doc_ids: list[int]) -> None:
-        """Append one kept-token record per video of the call to ``kept_path`` (when recording)."""
-        if self.kept_path is None:
-            return
-        stats = self.handle.stats
-        videos = [segment for segment in stats.segments if segment.kind == "video"]
-        if not videos:
-            return
+        new_tokens = output[:, inputs.tensors["input_ids"].shape[1]:]
         if isinstance(tasks, str):  # one task for every row
             tasks = [tasks] * len(doc_ids)
-        indices = getattr(inputs, FRAME_INDICES, None)
-        if indices is None:
-            raise RuntimeError(f"{type(self).__name__}._prepare attached no frame indices to the batch")
-        records = call_records(stats, self.method, self._video_geometries(inputs, videos), indices, tasks, doc_ids)
-        append_records(self.kept_path, records)
-
-    def _prefill_flops(self, inputs: Any) -> Optional[PrefillFlops]:
-        """The call's theoretical prefill FLOPs (:mod:`vcast.models.flops`): the vision path over
-        the videos and images ``inputs`` hold, the language model per item over the lengths its
-        layers saw (the handle's stats; a prompt without videos: its unpadded length)."""
-        stats = self.handle.stats
-        if stats is None:
-            return None
-        config = self._model.config
-        layers = int(config.get_text_config().num_hidden_layers)
-        lengths = stats.layer_lengths(layers)
-        if not lengths:
-            mask = inputs.get("attention_mask")
-            rows = (mask.sum(1).tolist() if mask is not None
-                    else [inputs["input_ids"].shape[1]] * inputs["input_ids"].shape[0])
-            lengths = [[int(n)] * layers for n in rows]
-        return call_prefill_flops(config, vision_units(config, inputs), lengths)
+        self.recorder.record(self.handle.stats, inputs, self._model.config, tasks, doc_ids, wall,
+                             int((new_tokens != self._pad_token_id).sum()), self.attempt, prepare_s, wait_s)
+        return self._decoder.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _log_totals(self) -> None:
         """Averages into lmms-eval's ``results["throughput"]`` (``avg_<key>``) via ``log_metrics``."""

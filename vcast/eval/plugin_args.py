@@ -11,27 +11,30 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from vcast.families import all_families
+
 # VCastLMM (vcast/eval/plugin.py): every Hugging Face plugin.
 HF_ARGS = ("pretrained", "method", "ratio", "max_num_frames", "attn_implementation", "batch_size", "device_map",
            "device", "dtype", "positions", "compress_images", "efficiency_dir", "missing_visuals", "warmup",
            "prefetch", "record_kept", "use_cache", "max_batch_size")
-QWEN_VIDEO_ARGS = ("min_pixels", "max_pixels", "total_pixels", "system_prompt")
-VLLM_ARGS = ("pretrained", "method", "ratio", "max_num_frames", *QWEN_VIDEO_ARGS, "batch_size",
+VLLM_ARGS = ("pretrained", "method", "ratio", "max_num_frames", "min_pixels", "max_pixels", "total_pixels",
+             "system_prompt", "batch_size",
              "tensor_parallel_size", "dtype", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
              "enforce_eager", "max_videos", "max_images", "seed", "efficiency_dir", "missing_visuals", "record_kept",
              "max_batch_size")
 
+# The vLLM backend (vcast.vllm) serves one family's checkpoints: its plugin id, display name and fewest frames.
+VLLM_PLUGIN, VLLM_DISPLAY, VLLM_MIN_FRAMES = "vcast_vllm", "vLLM's Qwen3-VL", 2
+
 PLUGIN_ARGS: dict[str, tuple[str, ...]] = {
-    "vcast_qwen3_vl": (*HF_ARGS, *QWEN_VIDEO_ARGS),
-    "vcast_llava_ov": (*HF_ARGS, "chat_template"),
-    "vcast_vllm": VLLM_ARGS,
+    **{family.plugin_id: (*HF_ARGS, *family.plugin_args) for family in all_families()},
+    VLLM_PLUGIN: VLLM_ARGS,
 }
 
-# Qwen3-VL packs 2 frames into one temporal patch, so it cannot read fewer; LLaVA reads frames one by one.
-QWEN_TEMPORAL_PATCH = 2
-MIN_FRAMES: dict[str, int] = {"vcast_qwen3_vl": QWEN_TEMPORAL_PATCH, "vcast_llava_ov": 1,
-                              "vcast_vllm": QWEN_TEMPORAL_PATCH}
-FAMILY = {"vcast_qwen3_vl": "Qwen3-VL", "vcast_llava_ov": "LLaVA-OneVision / LLaVA-Video", "vcast_vllm": "Qwen3-VL"}
+# A family whose ViT packs 2 frames into one temporal patch cannot read fewer (Family.min_frames).
+MIN_FRAMES: dict[str, int] = {**{family.plugin_id: family.min_frames for family in all_families()},
+                              VLLM_PLUGIN: VLLM_MIN_FRAMES}
+FAMILY = {**{family.plugin_id: family.display for family in all_families()}, VLLM_PLUGIN: VLLM_DISPLAY}
 
 ATTN_IMPLEMENTATIONS = (None, "sdpa", "eager", "flash_attention_2")
 DTYPE_NAMES = ("bfloat16", "float16", "float32")

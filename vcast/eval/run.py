@@ -37,7 +37,7 @@ SUMMARY_FILE = "run_summary.json"
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m vcast.eval.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="lmms-eval model id, e.g. vcast_qwen3_vl")
+    parser.add_argument("--model", required=True, help="lmms-eval model id: a model family's plugin (docs/models.md)")
     parser.add_argument("--model_args", default="", help="k=v,k2=v2 (lmms-eval syntax)")
     parser.add_argument("--tasks", required=True, help="comma-separated lmms-eval task names")
     parser.add_argument("--output_path", required=True, help="folder for results.json + samples")

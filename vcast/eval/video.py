@@ -246,17 +246,17 @@ def write_mp4(path: Path, frames: np.ndarray, fps: int, codec: str | None = None
 
 
 def qwen_frame_count(requested: int, available: int, factor: int = 2) -> int:
-    """Frames Qwen3-VL reads: ``requested`` capped to the video, rounded DOWN to a multiple of
+    """Frames a Qwen model reads: ``requested`` capped to the video, rounded DOWN to a multiple of
     ``factor`` (the temporal patch), so a video shorter than ``requested`` still works.
 
     lmms-eval caps with ``min(requested, available)`` and then ``qwen_vl_utils`` rounds half to
     even, which gives 32 > 31 for a 31-frame video and raises; the V-CAST fork rounds down too.
     """
     if requested < factor:
-        raise ValueError(f"max_num_frames must be >= {factor} for Qwen3-VL, got {requested}")
+        raise ValueError(f"max_num_frames must be >= {factor} (one temporal patch of the Qwen ViT), got {requested}")
     count = (min(requested, available) // factor) * factor
     if count < factor:
-        raise ValueError(f"the video has {available} frame(s); Qwen3-VL needs at least {factor}")
+        raise ValueError(f"the video has {available} frame(s); one temporal patch of the Qwen ViT needs {factor}")
     return count
 
 
@@ -274,7 +274,7 @@ def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FO
     read instead (an input method's fewer frames, :mod:`vcast.input_methods`)."""
     video = open_video(path, folder_fps)
     if video.total < 2 <= max_num_frames:  # too short for one temporal patch: costs its item, recorded
-        raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); Qwen3-VL needs at least 2")
+        raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); one temporal patch of the Qwen ViT needs 2")
     count = qwen_frame_count(max_num_frames, video.total)
     if count_for is not None:
         count = count_for(count)

@@ -165,7 +165,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if {"efficiency", "selection", "pipeline"} & set(parts):
         def qwen() -> None:
             started = time.perf_counter()
-            model = models.random_model(models.qwen3_vl_config(s.model_size), s.device, s.dtype)
+            model = models.random_model(models.model_config("qwen3_vl", s.model_size), s.device, s.dtype)
             label = f"{efficiency.PAPER_MODEL}{s.label}"
             report.log(f"built {label}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters, random "
                        f"weights on {s.device} in {time.perf_counter() - started:.1f} s")
@@ -190,7 +190,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 report.check("efficiency/LLaVA-OV-7B", SKIPPED, f"budget: {report.budget.left:.0f} s left")
                 return
             started = time.perf_counter()
-            config = models.llava_onevision_config(s.model_size)
+            config = models.model_config("llava_onevision", s.model_size)
             model = models.random_model(config, s.device, s.dtype)
             label = f"LLaVA-OV-7B{s.label}"
             report.log(f"built {label}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters, random "

@@ -27,6 +27,7 @@ from typing import Any, Optional
 import torch
 
 import vcast
+from vcast.families import family_of
 from vcast.gpucheck.models import video_inputs
 from vcast.gpucheck.results import FAIL, PASS, SKIPPED, Report, Table, fmt, markdown_table
 from vcast.report.names import method_name, paper_name
@@ -194,7 +195,7 @@ def _rows(model_label: str, model_type: str, frames: int, side: int,
           methods: tuple[tuple[str, str, dict[str, Any]], ...], samples: dict[str, list[dict[str, Any]]],
           paper: dict[str, dict[str, float]], device: torch.device, dtype: torch.dtype, new_tokens: int,
           warmup: int) -> list[dict[str, Any]]:
-    family = "Qwen3-VL" if str(model_type).startswith("qwen3_vl") else "LLaVA-OneVision"
+    family = family_of(model_type).display
     rows = []
     for label, method, params in methods:
         got = samples[label]

@@ -22,55 +22,15 @@ configs with the tiny checkpoints' widths and depths,
 
 from __future__ import annotations
 
-import copy
+import importlib
 import math
 from typing import Any
 
 import torch
 
-from vcast.tiny_checkpoints import checkpoint_spec
+from vcast.families import family_for_arch, family_of
 
 SIZES = ("real", "tiny")
-
-# Qwen/Qwen3-VL-8B-Instruct, config.json. transformers' Qwen3VLConfig defaults are NOT these (their
-# text model has 32 layers, 32 key/value heads and an MLP of 22016; the vision out_hidden_size is 3584).
-QWEN3_VL_8B: dict[str, Any] = {
-    "text_config": {
-        "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "hidden_act": "silu",
-        "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "attention_bias": False,
-        "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": False,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": [24, 20, 20],
-                            "mrope_interleaved": True},
-    },
-    "vision_config": {
-        "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
-        "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 4096,
-        "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24], "hidden_act": "gelu_pytorch_tanh",
-    },
-    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653, "tie_word_embeddings": False,
-}
-
-# llava-hf/llava-onevision-qwen2-7b-ov-hf, config.json (Qwen2-7B text model, SigLIP so400m at 384 px
-# without its last layer; the video path pools each frame's 27 x 27 patches to 14 x 14).
-LLAVA_OV_7B: dict[str, Any] = {
-    "text_config": {
-        "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-        "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152128, "hidden_act": "silu",
-        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
-        "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": False,
-    },
-    "vision_config": {
-        "model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
-        "num_hidden_layers": 26, "num_attention_heads": 16, "image_size": 384, "patch_size": 14,
-        "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "vision_use_head": False,
-    },
-    "image_token_index": 151646, "video_token_index": 151647, "projector_hidden_act": "gelu",
-    "vision_feature_select_strategy": "full", "vision_feature_layer": -1, "vision_aspect_ratio": "anyres_max_9",
-    "image_grid_pinpoints": [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)],
-    "multimodal_projector_bias": True, "tie_word_embeddings": False,
-}
 
 TEXT_BEFORE, TEXT_AFTER, TIMESTAMP_TOKENS = 14, 24, 6  # stand-in text around the video; "<t seconds>"
 _TEXT_IDS = (32, 127)  # printable ASCII: byte tokens in every tokenizer used here
@@ -81,47 +41,33 @@ def _check_size(size: str) -> None:
         raise ValueError(f"unknown size {size!r}; expected one of {SIZES}")
 
 
-def qwen3_vl_config(size: str = "real") -> Any:
-    """``Qwen3VLConfig`` of Qwen3-VL-8B-Instruct, or (``tiny``) the tiny checkpoint's widths on it."""
-    from transformers import Qwen3VLConfig
+def model_config(arch: str, size: str = "real") -> Any:
+    """The transformers config of ``arch``'s published checkpoint (its family's ``real_size``
+    module), or (``tiny``) with the tiny checkpoint's widths on it."""
+    import transformers
 
     _check_size(size)
-    spec = copy.deepcopy(QWEN3_VL_8B)
+    family = family_for_arch(arch)
+    sizes = importlib.import_module(family.real_size.partition(":")[0])
+    spec = sizes.real_config(arch)
     if size == "tiny":
-        tiny = checkpoint_spec("qwen3_vl", "tiny")
-        text = dict(tiny["text"])
-        spec["text_config"]["rope_parameters"]["mrope_section"] = text.pop("mrope_section")
-        spec["text_config"].update(text)
-        spec["vision_config"].update(tiny["vision"], out_hidden_size=text["hidden_size"])
-    return Qwen3VLConfig(**spec)
-
-
-def llava_onevision_config(size: str = "real") -> Any:
-    """``LlavaOnevisionConfig`` of LLaVA-OneVision-Qwen2-7B, or (``tiny``) the tiny checkpoint's widths on it."""
-    from transformers import LlavaOnevisionConfig
-
-    _check_size(size)
-    spec = copy.deepcopy(LLAVA_OV_7B)
-    if size == "tiny":
-        tiny = checkpoint_spec("llava_onevision", "tiny")
-        spec["text_config"].update(tiny["text"])
-        spec["vision_config"].update(tiny["vision"])
-        side = tiny["vision"]["image_size"]
-        spec["image_grid_pinpoints"] = [[side * i, side * j] for i in range(1, 4) for j in range(1, 4)]
-    return LlavaOnevisionConfig(**spec)
+        if not hasattr(sizes, "tiny_widths"):
+            raise ValueError(f"the GPU kit's CPU mode has no tiny widths for {arch!r} ({sizes.__name__}.tiny_widths)")
+        spec = sizes.tiny_widths(spec, arch)
+    model_type = family.model_types[family.archs.index(arch)]
+    return transformers.AutoConfig.for_model(model_type, **spec)
 
 
 def random_model(config: Any, device: torch.device, dtype: torch.dtype, seed: int = 0) -> Any:
     """The model of ``config`` with random weights, made directly on ``device`` in ``dtype``
     (nothing is built on the host first), SDPA attention, greedy generation config."""
-    from transformers import GenerationConfig, LlavaOnevisionForConditionalGeneration, Qwen3VLForConditionalGeneration
+    import transformers
+    from transformers import GenerationConfig
 
-    classes = {"qwen3_vl": Qwen3VLForConditionalGeneration, "llava_onevision": LlavaOnevisionForConditionalGeneration}
-    if config.model_type not in classes:
-        raise ValueError(f"no random model for model_type {config.model_type!r}")
+    model_class = getattr(transformers, family_of(config).hf_class(config.model_type))
     torch.manual_seed(seed)
     with torch.device(device):
-        model = classes[config.model_type]._from_config(config, dtype=dtype, attn_implementation="sdpa")
+        model = model_class._from_config(config, dtype=dtype, attn_implementation="sdpa")
     text = config.text_config
     model.generation_config = GenerationConfig(bos_token_id=text.bos_token_id, eos_token_id=text.eos_token_id,
                                                pad_token_id=text.eos_token_id, do_sample=False)

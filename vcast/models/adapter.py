@@ -132,6 +132,8 @@ class Adapter:
     family: str = ""
     position_policies: tuple[str, ...] = ("original",)
     default_positions: str = "original"
+    # Tokens after each video's frames in its placeholder run that are not frame tokens (LLaVA's newline).
+    trailing_tokens: int = 0
 
     def __init__(self, model: nn.Module, positions: Optional[str], compress_images: bool) -> None:
         self.model = model
@@ -185,6 +187,18 @@ class Adapter:
     def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
         """BoolTensor ``[B, L]``: the prompt's ``kind`` ("video"/"image") placeholders, or None."""
         raise NotImplementedError
+
+    def token_id(self, kind: str) -> int:
+        """The placeholder token id of ``kind`` ("video"/"image") in the model's config."""
+        config = self.model.config
+        token = getattr(config, f"{kind}_token_id", None)
+        return token if token is not None else getattr(config, f"{kind}_token_index")  # LLaVA's name
+
+    def full_positions(self, inputs: Any) -> Optional[torch.Tensor]:
+        """The position ids ``generate`` would give the unpruned prompt of processor batch ``inputs``,
+        in the layout the language model takes (MRoPE families: ``[4, B, L]``), or None when the
+        text model numbers tokens 0..L-1 itself."""
+        return None
 
     # Pruning before embedding (when the encoder outputs reach the model precomputed) -----------
     def can_prune_encoded(self, kwargs: dict[str, Any]) -> bool:

@@ -8,35 +8,30 @@ import torch
 from torch import nn
 
 from vcast.api import input_method_refusal, select
+from vcast.families import all_families, family_of
 from vcast.models.adapter import Adapter
 from vcast.models.attached import attached_handle, remember
 from vcast.models.handle import PruningHandle, llm_plan
-from vcast.models.llava_onevision import LlavaOnevisionAdapter
-from vcast.models.qwen3_vl import Qwen3VLAdapter
+from vcast.models.hybrid_methods import llm_method_refusal
 from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import check_params, get_method, is_input_method, is_llm_method, method_inputs
 from vcast.validation import check_ratio
 
-SUPPORTED_CLASSES = (
-    "Qwen3VLForConditionalGeneration",
-    "Qwen3VLMoeForConditionalGeneration",
-    "LlavaOnevisionForConditionalGeneration",
-)
+# Every family's transformers classes (vcast.families), for messages and the public API.
+SUPPORTED_CLASSES: tuple[str, ...] = tuple(name for family in all_families() for name in family.hf_classes)
 
 
 def adapter_class(model: nn.Module) -> type[Adapter]:
-    """The adapter for ``model``'s architecture; TypeError naming the class otherwise."""
-    import transformers  # imported on first use: it takes seconds
-
-    qwen = (transformers.Qwen3VLForConditionalGeneration, transformers.Qwen3VLMoeForConditionalGeneration)
-    if isinstance(model, qwen):
-        return Qwen3VLAdapter
-    if isinstance(model, transformers.LlavaOnevisionForConditionalGeneration):
-        return LlavaOnevisionAdapter
-    raise TypeError(
-        f"vcast.models.attach does not support {type(model).__name__}; supported: {', '.join(SUPPORTED_CLASSES)} "
-        "(load the model with AutoModelForImageTextToText or one of those classes)"
-    )
+    """The adapter of ``model``'s family (:func:`vcast.families.family_of`); TypeError naming the class
+    otherwise."""
+    try:
+        family = family_of(model)
+    except TypeError:
+        raise TypeError(
+            f"vcast.models.attach does not support {type(model).__name__}; supported: {', '.join(SUPPORTED_CLASSES)} "
+            "(load the model with AutoModelForImageTextToText or one of those classes)"
+        ) from None
+    return family.load("adapter")
 
 
 def attach(
@@ -53,14 +48,13 @@ def attach(
     Only this instance changes (PyTorch hooks on its modules); no transformers class is touched.
 
     Args:
-        model: a ``Qwen3VLForConditionalGeneration``, ``Qwen3VLMoeForConditionalGeneration`` or
-            ``LlavaOnevisionForConditionalGeneration`` (LLaVA-OneVision and LLaVA-Video in HF
-            format).
+        model: a model of a family vcast supports (:func:`vcast.families.all_families`;
+            ``docs/models.md`` lists them), loaded with ``AutoModelForImageTextToText``.
         method: a name from :func:`vcast.available_methods`.
         ratio: retention ratio in (0, 1] of each video's tokens.
-        positions: position ids of the kept tokens. Qwen3-VL: ``"original"`` only (MRoPE
-            (t, h, w) of each kept token, gaps stay). LLaVA: ``"compact"`` (default, re-numbered)
-            or ``"original"``.
+        positions: position ids of the kept tokens: ``"original"`` (each kept token's own, gaps
+            stay; the only choice for MRoPE families) or, for 1-D RoPE families, ``"compact"``
+            (re-numbered; LLaVA's default).
         compress_images: also prune images (as one-frame videos). Off by default: images stay whole.
         **params: the method's parameters (see :func:`vcast.method_params`).
     Returns:
@@ -75,6 +69,9 @@ def attach(
     if is_input_method(method):
         raise ValueError(input_method_refusal(method, "vcast.models.attach") +
                          ", then attach method='vanilla' to measure the same way")
+    refusal = llm_method_refusal(family_of(model), method)  # in-LLM methods on a hybrid language model
+    if refusal is not None:
+        raise ValueError(refusal)
     check_params(method, params)
     ratio = check_ratio(ratio)
     if is_llm_method(method):  # its plan depends on the model: check it against this one

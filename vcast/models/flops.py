@@ -17,13 +17,31 @@ Language model, one decoder layer on ``n`` tokens (``d`` hidden, ``h`` query hea
 value heads, ``d_h`` head size, ``m`` MLP width)::
 
     projections  2 n d d_h (2 h + 2 h_kv)      q and o: h d_h wide; k and v: h_kv d_h (GQA)
+    output gate  + 2 n d h d_h                 gated attention only: q_proj also yields the gate
     attention    4 n^2 h d_h                   Q K^T and A V, every query head
     MLP (SwiGLU) 6 n d m                       gate, up, down
     MoE instead  2 n d E + 6 n d m_e k         router over E experts; k experts per token, width m_e
+    shared expt  + 6 n d m_s + 2 n d           a MoE's always-on SwiGLU expert and its scalar gate
 
 and the prefill is ``sum_l layer(n_l) + 2 d V`` (``V`` the vocabulary): ``n_l`` is the sequence
 length layer ``l`` sees, the same for every layer unless an in-LLM method drops tokens between
 layers. With ``h d_h = d``, ``h_kv = h`` and a plain two-matrix MLP this is twice FastV's count.
+
+A hybrid model's linear-attention layers (Gated DeltaNet, ``layer_types`` ``"linear_attention"``)
+replace the projections and the attention with (``h_k`` query / key heads of size ``d_k``, ``h_v``
+value heads of size ``d_v``, ``c`` the short convolution's kernel, ``C = 64`` the chunk)::
+
+    projections  2 n d (2 h_k d_k + 2 h_v d_v + 2 h_v)   in_proj_qkv, in_proj_z (the output gate),
+                 + 2 n h_v d_v d                         in_proj_b, in_proj_a; out_proj
+    convolution  2 n c (2 h_k d_k + h_v d_v)             depthwise causal conv over q, k, v
+    delta rule   2 n h_v (3 d_k d_v + C (3 d_k + 2 d_v)) per value head (q, k shared across groups)
+
+The delta rule is counted as its chunked form computes it (transformers' torch kernel and
+flash-linear-attention's both): per chunk of ``C`` tokens the ``C x C`` products ``K_beta K^T``,
+``Q K^T``, the two triangular solves (counted as full ``C x C`` products, as the causal scores are)
+and ``A V_new`` give ``C (3 d_k + 2 d_v)`` per token; reading the carried ``d_k x d_v`` state twice
+(``K S``, ``Q S``) and writing it once (``K^T V_new``) give ``3 d_k d_v`` per token. Linear in
+``n``: a linear-attention layer's cost per token does not grow with the prompt.
 
 Vision encoders, per frame (Qwen3-VL: per temporal patch) of ``p`` patches (``D`` width, ``I``
 MLP width, ``c`` input values per patch)::
@@ -40,17 +58,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from vcast.families import family_of
+
 TERA = 1e12
 
 
-def _get(config: Any, name: str, default: Any = None) -> Any:
+def config_value(config: Any, name: str, default: Any = None) -> Any:
     """``config[name]`` for a dict, ``config.name`` for a config object; ``default`` when absent or None."""
     value = config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
     return default if value is None else value
 
 
-def _sub(config: Any, name: str) -> Any:
-    return _get(config, name, config)
+def sub_config(config: Any, name: str) -> Any:
+    return config_value(config, name, config)
 
 
 # Language model ---------------------------------------------------------------------------------
@@ -70,6 +90,16 @@ class LLMShape:
         experts_per_token: ``k``.
         expert_intermediate: ``m_e``.
         moe_layers: the layers whose MLP is the MoE block.
+        shared_expert_intermediate: ``m_s``, the width of a MoE block's shared expert (0: none).
+        attention_gate: softmax attention with an output gate (``q_proj`` twice as wide).
+        linear_layers: the layers whose token mixer is linear attention (Gated DeltaNet), not
+            softmax attention (empty: none).
+        linear_key_heads: ``h_k``.
+        linear_value_heads: ``h_v``.
+        linear_key_dim: ``d_k``.
+        linear_value_dim: ``d_v``.
+        linear_conv_kernel: ``c``.
+        linear_chunk: ``C``, the chunk of the chunked delta rule.
     """
 
     hidden: int
@@ -83,34 +113,57 @@ class LLMShape:
     experts_per_token: int = 0
     expert_intermediate: int = 0
     moe_layers: frozenset[int] = field(default_factory=frozenset)
+    shared_expert_intermediate: int = 0
+    attention_gate: bool = False
+    linear_layers: frozenset[int] = field(default_factory=frozenset)
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 0
+    linear_chunk: int = 64
 
     @classmethod
     def from_config(cls, config: Any) -> "LLMShape":
         """From a transformers config (its ``text_config`` when it has one) or a dict of its fields.
 
         MoE layers follow Qwen3-VL-MoE's rule: layer ``i`` is sparse when ``E > 0``, ``i`` is not in
-        ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``.
+        ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``. Linear-attention layers are
+        those ``layer_types`` names ``"linear_attention"``, with transformers' ``linear_*`` sizes.
+        An output gate on the softmax attention is not in the config: a family's ``llm_shape``
+        sets ``attention_gate``.
         """
-        text = _sub(config, "text_config")
-        hidden, heads = int(_get(text, "hidden_size")), int(_get(text, "num_attention_heads"))
-        layers = int(_get(text, "num_hidden_layers"))
-        experts = int(_get(text, "num_experts", 0))
+        text = sub_config(config, "text_config")
+        hidden, heads = int(config_value(text, "hidden_size")), int(config_value(text, "num_attention_heads"))
+        layers = int(config_value(text, "num_hidden_layers"))
+        experts = int(config_value(text, "num_experts", 0))
         moe: frozenset[int] = frozenset()
         if experts > 0:
-            step, dense = int(_get(text, "decoder_sparse_step", 1)), set(_get(text, "mlp_only_layers", []))
+            step, dense = int(config_value(text, "decoder_sparse_step", 1)), set(config_value(text, "mlp_only_layers", []))
             moe = frozenset(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
+        linear = frozenset(i for i, kind in enumerate(config_value(text, "layer_types", ()) or ())
+                           if kind == "linear_attention")
         return cls(
-            hidden=hidden, layers=layers, heads=heads, kv_heads=int(_get(text, "num_key_value_heads", heads)),
-            head_dim=int(_get(text, "head_dim", hidden // heads)), intermediate=int(_get(text, "intermediate_size")),
-            vocab=int(_get(text, "vocab_size")), experts=experts,
-            experts_per_token=int(_get(text, "num_experts_per_tok", 0)) if experts else 0,
-            expert_intermediate=int(_get(text, "moe_intermediate_size", 0)) if experts else 0, moe_layers=moe,
+            hidden=hidden, layers=layers, heads=heads, kv_heads=int(config_value(text, "num_key_value_heads", heads)),
+            head_dim=int(config_value(text, "head_dim", hidden // heads)), intermediate=int(config_value(text, "intermediate_size", 0)),
+            vocab=int(config_value(text, "vocab_size")), experts=experts,
+            experts_per_token=int(config_value(text, "num_experts_per_tok", 0)) if experts else 0,
+            expert_intermediate=int(config_value(text, "moe_intermediate_size", 0)) if experts else 0, moe_layers=moe,
+            shared_expert_intermediate=int(config_value(text, "shared_expert_intermediate_size", 0)) if experts else 0,
+            linear_layers=linear,
+            linear_key_heads=int(config_value(text, "linear_num_key_heads", 0)) if linear else 0,
+            linear_value_heads=int(config_value(text, "linear_num_value_heads", 0)) if linear else 0,
+            linear_key_dim=int(config_value(text, "linear_key_head_dim", 0)) if linear else 0,
+            linear_value_dim=int(config_value(text, "linear_value_head_dim", 0)) if linear else 0,
+            linear_conv_kernel=int(config_value(text, "linear_conv_kernel_dim", 0)) if linear else 0,
         )
 
 
 def attention_projection_flops(shape: LLMShape, n: int) -> float:
-    """``q, k, v, o`` on ``n`` tokens: ``2 n d d_h (2 h + 2 h_kv)``."""
-    return 2.0 * n * shape.hidden * shape.head_dim * (2 * shape.heads + 2 * shape.kv_heads)
+    """``q, k, v, o`` on ``n`` tokens: ``2 n d d_h (2 h + 2 h_kv)``, plus ``2 n d h d_h`` for the
+    output gate of a gated attention."""
+    query_widths = 3 if shape.attention_gate else 2
+    return 2.0 * n * shape.hidden * shape.head_dim * (query_widths * shape.heads + 2 * shape.kv_heads)
 
 
 def attention_core_flops(shape: LLMShape, n: int) -> float:
@@ -123,12 +176,30 @@ def mlp_flops(shape: LLMShape, n: int, layer: int = 0) -> float:
     ``2 n d E + 6 n d m_e k`` (router, then ``k`` experts per token)."""
     if layer in shape.moe_layers:
         router = 2.0 * n * shape.hidden * shape.experts
-        return router + 6.0 * n * shape.hidden * shape.expert_intermediate * shape.experts_per_token
+        routed = 6.0 * n * shape.hidden * shape.expert_intermediate * shape.experts_per_token
+        shared = (6.0 * n * shape.hidden * shape.shared_expert_intermediate + 2.0 * n * shape.hidden
+                  if shape.shared_expert_intermediate else 0.0)
+        return router + routed + shared
     return 6.0 * n * shape.hidden * shape.intermediate
 
 
+def linear_attention_flops(shape: LLMShape, n: int) -> float:
+    """A Gated DeltaNet token mixer on ``n`` tokens (the module docstring's formula): projections
+    ``2 n d (2 h_k d_k + 2 h_v d_v + 2 h_v) + 2 n h_v d_v d``, convolution ``2 n c (2 h_k d_k + h_v d_v)``,
+    chunked delta rule ``2 n h_v (3 d_k d_v + C (3 d_k + 2 d_v))``."""
+    d, h_k, h_v = shape.hidden, shape.linear_key_heads, shape.linear_value_heads
+    d_k, d_v = shape.linear_key_dim, shape.linear_value_dim
+    projections = 2.0 * n * d * (2 * h_k * d_k + 2 * h_v * d_v + 2 * h_v) + 2.0 * n * h_v * d_v * d
+    convolution = 2.0 * n * shape.linear_conv_kernel * (2 * h_k * d_k + h_v * d_v)
+    delta_rule = 2.0 * n * h_v * (3 * d_k * d_v + shape.linear_chunk * (3 * d_k + 2 * d_v))
+    return projections + convolution + delta_rule
+
+
 def layer_flops(shape: LLMShape, n: int, layer: int = 0) -> float:
-    """One decoder layer's prefill on ``n`` tokens."""
+    """One decoder layer's prefill on ``n`` tokens: its token mixer (softmax attention, or linear
+    attention for the layers in ``shape.linear_layers``) and its MLP."""
+    if layer in shape.linear_layers:
+        return linear_attention_flops(shape, n) + mlp_flops(shape, n, layer)
     return attention_projection_flops(shape, n) + attention_core_flops(shape, n) + mlp_flops(shape, n, layer)
 
 
@@ -158,8 +229,9 @@ class VisionShape:
     """A ViT and what maps its output into the language model.
 
     Attributes:
-        kind: ``"qwen3_vl"`` (ViT + patch merger + DeepStack mergers) or ``"siglip"`` (SigLIP +
-            LLaVA's two-layer projector).
+        kind: ``"qwen_vit"`` (Qwen3-VL's ViT + patch merger + DeepStack mergers) or ``"siglip"``
+            (SigLIP + LLaVA's two-layer projector). A family's ``flops`` module builds it from a
+            config (``vcast/families/<name>/flops.py``).
         hidden: ``D``.
         depth: blocks (all of them run, whichever one the features are read from).
         intermediate: ``I`` (a two-matrix MLP).
@@ -184,34 +256,6 @@ class VisionShape:
     drop_first: bool = False
     head: bool = False
 
-    @classmethod
-    def from_config(cls, config: Any) -> "VisionShape":
-        """From a Qwen3-VL / Qwen3-VL-MoE or LLaVA-OneVision config (object or dict)."""
-        vision, text = _get(config, "vision_config"), _get(config, "text_config")
-        model_type = str(_get(config, "model_type", ""))
-        if model_type.startswith("qwen3_vl"):
-            patch, temporal = int(_get(vision, "patch_size")), int(_get(vision, "temporal_patch_size"))
-            return cls(
-                kind="qwen3_vl", hidden=int(_get(vision, "hidden_size")), depth=int(_get(vision, "depth")),
-                intermediate=int(_get(vision, "intermediate_size")),
-                patch_values=int(_get(vision, "in_channels", 3)) * temporal * patch * patch,
-                out_hidden=int(_get(vision, "out_hidden_size")), merge=int(_get(vision, "spatial_merge_size")),
-                mergers=1 + len(_get(vision, "deepstack_visual_indexes", ())),
-            )
-        if model_type == "llava_onevision":
-            layer = _get(config, "vision_feature_layer", -1)
-            patch = int(_get(vision, "patch_size"))
-            return cls(
-                kind="siglip", hidden=int(_get(vision, "hidden_size")), depth=int(_get(vision, "num_hidden_layers")),
-                intermediate=int(_get(vision, "intermediate_size")),
-                patch_values=int(_get(vision, "num_channels", 3)) * patch * patch,
-                out_hidden=int(_get(text, "hidden_size")),
-                feature_layers=1 if isinstance(layer, int) else len(layer),
-                drop_first=_get(config, "vision_feature_select_strategy", "full") == "default",
-                head=bool(_get(vision, "vision_use_head", False)),
-            )
-        raise ValueError(f"no vision FLOPs formula for model_type {model_type!r}")
-
 
 def vision_frame_flops(shape: VisionShape, patches: int) -> float:
     """One frame (Qwen3-VL: one temporal patch) of ``patches`` patches, the encoder's own
@@ -219,7 +263,7 @@ def vision_frame_flops(shape: VisionShape, patches: int) -> float:
     p, d = patches, shape.hidden
     flops = 2.0 * p * shape.patch_values * d  # patch embedding (a convolution with stride = kernel)
     flops += shape.depth * (8.0 * p * d * d + 4.0 * p * p * d + 4.0 * p * d * shape.intermediate)
-    if shape.kind == "qwen3_vl":
+    if shape.kind == "qwen_vit":
         wide = d * shape.merge**2
         merged = p // shape.merge**2
         flops += shape.mergers * (2.0 * merged * wide * wide + 2.0 * merged * wide * shape.out_hidden)
@@ -237,51 +281,6 @@ def vision_flops(shape: VisionShape, units: Sequence[tuple[int, int]]) -> float:
     return sum(frames * vision_frame_flops(shape, patches) for frames, patches in units)
 
 
-def vision_units(config: Any, inputs: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """``(frames, patches per frame)`` for every video and image the processor's ``inputs`` hold.
-
-    Qwen3-VL: one unit per row ``(t, h, w)`` of ``video_grid_thw`` / ``image_grid_thw`` (``t``
-    temporal patches of ``h * w`` patches). LLaVA-OneVision: ``pixel_values_videos [B, F, C, H, W]``
-    is ``B * F`` frames; ``pixel_values`` the anyres crops the model encodes (per image as many as
-    its ``image_sizes`` give, as ``get_image_features`` counts them).
-    """
-    model_type = str(_get(config, "model_type", ""))
-    units: list[tuple[int, int]] = []
-    if model_type.startswith("qwen3_vl"):
-        for key in ("video_grid_thw", "image_grid_thw"):
-            grid = inputs.get(key)
-            if grid is not None:
-                units += [(int(t), int(h) * int(w)) for t, h, w in grid.tolist()]
-        return units
-    if model_type != "llava_onevision":
-        raise ValueError(f"no vision FLOPs formula for model_type {model_type!r}")
-    patch = int(_get(_get(config, "vision_config"), "patch_size"))
-    videos = inputs.get("pixel_values_videos")
-    if videos is not None:
-        batch, frames, _, height, width = videos.shape
-        units.append((batch * frames, (height // patch) * (width // patch)))
-    images = inputs.get("pixel_values")
-    if images is not None:
-        height, width = images.shape[-2:]
-        units.append((_image_crops(config, images, inputs), (height // patch) * (width // patch)))
-    return units
-
-
-def _image_crops(config: Any, images: Any, inputs: Mapping[str, Any]) -> int:
-    """The crops LLaVA-OneVision's ``get_image_features`` encodes from ``pixel_values``."""
-    sizes = inputs.get("image_sizes")
-    if images.dim() != 5 or sizes is None:
-        return int(images.shape[0])
-    from transformers.models.llava_onevision.modeling_llava_onevision import image_size_to_num_patches
-
-    per_sample = inputs.get("batch_num_images")
-    patching = [True] * len(sizes) if per_sample is None else [n == 1 for n in per_sample for _ in range(n)]
-    side = int(_get(_get(config, "vision_config"), "image_size"))
-    return sum(image_size_to_num_patches(image_size=size, grid_pinpoints=_get(config, "image_grid_pinpoints"),
-                                         patch_size=side) if patch else 1
-               for size, patch in zip(sizes, patching))
-
-
 @dataclass(frozen=True)
 class PrefillFlops:
     """One call's theoretical prefill, summed over its items (FLOPs, not TFLOPs)."""
@@ -294,11 +293,19 @@ class PrefillFlops:
         return self.vision + self.llm
 
 
+def vision_units(config: Any, inputs: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """``(frames, patches per frame)`` for every video and image the processor's ``inputs`` hold,
+    as the config's family counts them (its ``flops`` module's ``vision_units``)."""
+    return family_of(config).load("flops").vision_units(config, inputs)
+
+
 def call_prefill_flops(config: Any, units: Sequence[tuple[int, int]],
                        layer_lengths: Sequence[Sequence[int]], logits_positions: int = 1) -> PrefillFlops:
     """A ``generate`` call's prefill: the vision path over ``units`` (:func:`vision_units`) and the
-    language model per item over its per-layer lengths (``[items][L]``)."""
-    llm = LLMShape.from_config(config)
-    vision = vision_flops(VisionShape.from_config(config), units) if units else 0.0
+    language model per item over its per-layer lengths (``[items][L]``), with the formulas of the
+    config's family (its ``flops`` module: ``vision_flops``, and ``llm_shape`` where it has one)."""
+    module = family_of(config).load("flops")
+    llm = getattr(module, "llm_shape", LLMShape.from_config)(config)
+    vision = module.vision_flops(config, units) if units else 0.0
     return PrefillFlops(vision=vision, llm=sum(llm_prefill_flops(llm, list(lengths), logits_positions)
                                                  for lengths in layer_lengths))

@@ -21,20 +21,21 @@ keeps the full prompt, and decoding positions continue from the unpruned prompt.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 from torch import nn
 
-from vcast.api import select
+from vcast.families import family_of
 from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource, flat_tokens
 from vcast.models.attached import forget
+from vcast.models.call_record import CallRecord, resolve
 from vcast.models.layer_drops import LayerDrops, VideoTags
 from vcast.models.layout import SequenceLayout, plan_layout
 from vcast.models.llm_plan import LLMInfo, LLMPlan
 from vcast.models.meters import Clock, Mark, PeakMemory
-from vcast.models.stats import CallStats, LLMStageStats, SegmentStats
+from vcast.models.segment_pruner import prune_segments
+from vcast.models.stats import CallStats, LLMStageStats
 from vcast.models.vision_probe import VisionProbe, inputs_for_videos
 from vcast.registry import call_params, get_method, is_llm_method, method_inputs
 
@@ -44,34 +45,6 @@ logger = logging.getLogger(__name__)
 def _is_prefill(kwargs: dict[str, Any]) -> bool:
     cache = kwargs.get("past_key_values")
     return cache is None or cache.get_seq_length() == 0
-
-
-@dataclass
-class _PendingSegment:
-    """A selection still on the device; turned into :class:`SegmentStats` when stats are read."""
-
-    sample: int
-    kind: str
-    frames: int
-    tokens_per_frame: int
-    keep: torch.Tensor
-    budgets: torch.Tensor
-    columns: torch.Tensor
-    merged: bool
-
-
-@dataclass
-class _CallRecord:
-    vision: list[tuple[Mark, Mark]] = field(default_factory=list)
-    selection: list[tuple[Mark, Mark]] = field(default_factory=list)
-    prefill: list[tuple[Mark, Mark]] = field(default_factory=list)
-    decode: list[tuple[Mark, Mark]] = field(default_factory=list)
-    segments: list[_PendingSegment] = field(default_factory=list)
-    tokens_before: Optional[torch.Tensor] = None
-    tokens_after: Optional[torch.Tensor] = None
-    peak_memory: Optional[int] = None
-    pruned: bool = False
-    llm_stages: list[LLMStageStats] = field(default_factory=list)
 
 
 class PruningHandle:
@@ -89,7 +62,7 @@ class PruningHandle:
         self._memory = PeakMemory(device)
         self._context: Optional[PromptContext] = None
         self._active: Optional[ActivePruning] = None
-        self._record: Optional[_CallRecord] = None
+        self._record: Optional[CallRecord] = None
         self._resolved: Optional[CallStats] = None
         self._in_call = False
         self._step_is_decode = False
@@ -125,7 +98,8 @@ class PruningHandle:
         if self._record is None:
             return None
         if self._resolved is None:
-            self._resolved = self._resolve(self._record)
+            self._resolved = resolve(self._record, self.method, self.ratio, self._clock, self._memory,
+                                     self._num_layers if self.plan is not None else None)
         return self._resolved
 
     def detach(self) -> None:
@@ -167,7 +141,7 @@ class PruningHandle:
             vision_last.register_forward_hook(self._on_vision_end),
         ]
         if self.plan is not None:
-            self._drops = LayerDrops(adapter.language_model, self.plan, llm_info(self.model, adapter), adapter.family)
+            self._drops = LayerDrops(adapter.language_model, self.plan, llm_info(self.model, adapter))
             self._num_layers: Optional[int] = self._drops.llm.num_layers  # kept: stats may be read after detach
         if self._inputs:  # only methods that read the vision encoder pay for it
             needs_attention = bool({"vision_attention", "vision_keys"} & set(self._inputs))
@@ -176,7 +150,7 @@ class PruningHandle:
     # Hooks ------------------------------------------------------------------------------------
     def _start_call(self) -> None:
         early, self._early_vision = self._early_vision, []
-        self._record = _CallRecord(vision=early)
+        self._record = CallRecord(vision=early)
         self._resolved = None
         self._context = self._active = None
         if not early:  # else the meter was reset when that early encode began
@@ -303,46 +277,17 @@ class PruningHandle:
         # attach refuses compress_images for such methods, so every segment is a video here.
         model_inputs = (inputs_for_videos(records, [(s.frames, s.tokens_per_frame) for s in segments], self._inputs,
                                           self.adapter.family) if self._inputs else [{} for _ in segments])
-        device = source.device
-        real = (torch.ones(shape, dtype=torch.bool, device=device) if attention_mask is None
-                else attention_mask.to(device).bool())
-        survives = real.clone()
-        record = self._record if self._record is not None else _CallRecord()
-        tags = VideoTags.empty(shape, device) if self._drops is not None else None
-        videos_in_row: dict[int, int] = {}
-        for segment, extra in zip(segments, model_inputs):
-            frames = source.tokens(segment.kind, segment.sample, segment.columns)
-            frames = frames.view(segment.frames, segment.tokens_per_frame, -1)
-            extra = {name: value.to(frames.device) if isinstance(value, torch.Tensor) else value
-                     for name, value in extra.items()}
-            selection = (select(frames, ratio, method=method, **params, **extra) if method is not None
-                         else select(frames, 1.0, method="vanilla"))
-            if tags is not None and segment.kind == "video":
-                kept_columns = segment.columns[selection.keep.to(device)]
-                keep = selection.keep.to(device)
-                tags.frame[segment.sample, kept_columns] = keep // segment.tokens_per_frame
-                tags.patch[segment.sample, kept_columns] = keep % segment.tokens_per_frame
-                tags.video[segment.sample, kept_columns] = videos_in_row.get(segment.sample, 0)
-                tags.sizes.setdefault(segment.sample, {})[videos_in_row.get(segment.sample, 0)] = (
-                    segment.frames * segment.tokens_per_frame)
-                videos_in_row[segment.sample] = videos_in_row.get(segment.sample, 0) + 1
-            if selection.merges:
-                source.write(segment.kind, segment.sample, segment.columns[selection.keep.to(device)], selection.tokens)
-            dropped = torch.ones(segment.columns.numel(), dtype=torch.bool, device=device)
-            dropped[selection.keep.to(device)] = False
-            survives[segment.sample, segment.columns[dropped]] = False
-            record.segments.append(_PendingSegment(
-                sample=segment.sample, kind=segment.kind, frames=segment.frames,
-                tokens_per_frame=segment.tokens_per_frame, keep=selection.keep, budgets=selection.budgets,
-                columns=segment.columns, merged=selection.merges,
-            ))
-        record.tokens_before = real.sum(1)
-        record.tokens_after = survives.sum(1)
-        self._tags = tags
-        if torch.equal(record.tokens_before, record.tokens_after) and not source.written:
+        real = (torch.ones(shape, dtype=torch.bool, device=source.device) if attention_mask is None
+                else attention_mask.to(source.device).bool())
+        pruned = prune_segments(segments, source, model_inputs, real, method, ratio, params, self._drops is not None)
+        record = self._record if self._record is not None else CallRecord()
+        record.segments.extend(pruned.segments)
+        record.tokens_before, record.tokens_after = pruned.tokens_before, pruned.tokens_after
+        self._tags = pruned.tags
+        if pruned.drops_nothing and not source.written:
             return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
         record.pruned = True
-        return survives
+        return pruned.survives
 
     def _new_mask(self, layout: SequenceLayout, attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         if not layout.needs_mask:
@@ -444,35 +389,10 @@ class PruningHandle:
         kwargs["position_ids"] = self.adapter.decode_positions(kwargs.get("position_ids"), active)
         return kwargs
 
-    # Stats ---------------------------------------------------------------------------------------
-    def _resolve(self, record: _CallRecord) -> CallStats:
-        def total(spans: list[tuple[Mark, Mark]]) -> float:
-            return sum(self._clock.seconds(start, end) for start, end in spans)
-
-        segments = [
-            SegmentStats(
-                sample=p.sample, kind=p.kind, frames=p.frames, tokens_per_frame=p.tokens_per_frame,
-                total=p.frames * p.tokens_per_frame, kept=int(p.keep.numel()),
-                budgets=[int(b) for b in p.budgets.tolist()], keep=p.keep.cpu(), positions=p.columns.cpu(),
-                merged=p.merged,
-            )
-            for p in record.segments
-        ]
-        before = record.tokens_before.tolist() if record.tokens_before is not None else []
-        after = record.tokens_after.tolist() if record.tokens_after is not None else before
-        return CallStats(
-            method=self.method, ratio=self.ratio, segments=segments, tokens_before=before, tokens_after=after,
-            vision_s=total(record.vision), selection_s=total(record.selection), prefill_s=total(record.prefill),
-            decode_s=total(record.decode), decode_steps=len(record.decode), peak_memory_bytes=record.peak_memory,
-            memory_source=self._memory.source, timer=self._clock.kind, pruned=record.pruned,
-            num_layers=self._num_layers if self.plan is not None else None,
-            llm_stages=list(record.llm_stages),
-        )
-
 
 def llm_info(model: nn.Module, adapter: Adapter) -> LLMInfo:
-    """The language model's family and depth."""
-    return LLMInfo(family=adapter.family, num_layers=len(adapter.language_model.layers))
+    """The language model's family facts and depth."""
+    return LLMInfo.of(family_of(model), len(adapter.language_model.layers))
 
 
 def llm_plan(model: nn.Module, adapter: Adapter, method: str, ratio: float, params: dict[str, Any]) -> LLMPlan:

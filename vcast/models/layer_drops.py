@@ -116,7 +116,7 @@ class _Prefill:
 class LayerDrops:
     """The hooks of one in-LLM plan on one model; owned by a :class:`~vcast.models.handle.PruningHandle`."""
 
-    def __init__(self, language_model: nn.Module, plan: LLMPlan, llm: LLMInfo, family: str,
+    def __init__(self, language_model: nn.Module, plan: LLMPlan, llm: LLMInfo,
                  free_memory: Callable[[torch.device], Optional[int]] = free_memory_bytes) -> None:
         """``free_memory``: ``device -> free bytes`` for the eager-score memory check
         (:func:`vcast.models.eager_memory.check_eager_memory`)."""
@@ -133,8 +133,8 @@ class LayerDrops:
         if plan.post_drop_causal == "original_positions" and _is_flash(self.implementation):
             raise ValueError("post_drop_causal='original_positions' needs an explicit mask: load the model with "
                              f"attn_implementation='eager' or 'sdpa' (it has {self.implementation!r})")
-        # Qwen3-VL's three MRoPE axes cannot be re-numbered: its positions stay the original ones.
-        self.compact = plan.positions == "compact" and family != "Qwen3-VL"
+        # MRoPE's three axes cannot be re-numbered: such a model's positions stay the original ones.
+        self.compact = plan.positions == "compact" and not llm.mrope
         self._stages = {stage.layer: stage for stage in plan.stages}
         self._prefill: Optional[_Prefill] = None
         self._decode: list[_StageLayout] = []

@@ -17,9 +17,11 @@ the hidden states, KV cache, positions, masks and DeepStack inputs after its :cl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
+
+from vcast.families import Family
 
 QUERIES = ("last", "text", "all")
 SCORE_MODES = ("rows", "eager")
@@ -34,12 +36,23 @@ class LLMInfo:
     """The language model a plan is made for.
 
     Attributes:
-        family: the adapter's family ("Qwen3-VL", "LLaVA-OneVision").
+        family: the model family's display name (for messages).
         num_layers: decoder layers ``L``.
+        method_defaults: the family's per-method defaults (``Family.method_defaults``:
+            ``{method: {param: value}}``, e.g. FlashVID's official layer for this family).
+        mrope: whether its positions are multi-axis (MRoPE): kept tokens cannot be renumbered.
     """
 
     family: str
     num_layers: int
+    method_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    mrope: bool = False
+
+    @classmethod
+    def of(cls, family: Family, num_layers: int) -> "LLMInfo":
+        """The language model of ``family`` with ``num_layers`` layers."""
+        return cls(family=family.display, num_layers=num_layers, method_defaults=family.method_defaults,
+                   mrope=family.mrope)
 
 
 @dataclass(frozen=True)

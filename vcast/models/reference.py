@@ -3,8 +3,8 @@
 Given a processor batch of ONE sample and which of its tokens survive, build the inputs that
 make an untouched model see exactly the pruned prompt: the kept ``input_ids``, the vision
 encoder's outputs restricted to the kept tokens (``mm_encoder_outputs``, transformers >= 5.18),
-and the kept tokens' position ids (Qwen3-VL: the full prompt's MRoPE (t, h, w), text row
-renumbered; LLaVA: original indices, or none for compact numbering). ``generate`` on these
+and the kept tokens' position ids (the adapter's :meth:`~vcast.models.adapter.Adapter.full_positions`
+of the full prompt, gathered; MRoPE families' text row renumbered; none for compact numbering). ``generate`` on these
 continues positions exactly as the hooked model does.
 
 Used by the tests (hooked generate == this), by the GPU check kit (:mod:`vcast.gpucheck`) and by
@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 import torch
 from torch import nn
 
+from vcast.families import family_of
 from vcast.models.adapter import flat_tokens
 from vcast.models.stats import CallStats
 from vcast.selection import Selection
@@ -70,19 +71,14 @@ def _restrict(output: Any, keep: torch.Tensor, as_batch: bool, merged: Optional[
     return type(output)(**fields)
 
 
-def mrope_positions(model: nn.Module, inputs: Mapping[str, Any]) -> torch.Tensor:
-    """Qwen3-VL's (t, h, w) position ids ``[3, B, L]`` of the full prompt, from the model itself."""
-    spatial, _ = model.model.get_rope_index(
-        inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"], image_grid_thw=inputs.get("image_grid_thw"),
-        video_grid_thw=inputs.get("video_grid_thw"), attention_mask=inputs.get("attention_mask"),
-    )
-    return spatial
+def full_positions(model: nn.Module, inputs: Mapping[str, Any], positions: Optional[str] = None) -> Optional[torch.Tensor]:
+    """The unpruned prompt's position ids as ``generate`` gives them to the language model (MRoPE
+    families: ``[4, B, L]``, text row on top), or None where the text model numbers 0..L-1 itself."""
+    return _adapter(model, positions).full_positions(inputs)
 
 
-def with_text_row(spatial: torch.Tensor) -> torch.Tensor:
-    """``[3, 1, L]`` (t, h, w) -> the 4-row ids ``generate`` passes: text row 0..L-1 on top."""
-    text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1).expand(1, spatial.shape[1], -1)
-    return torch.cat([text, spatial], 0)
+def _adapter(model: nn.Module, positions: Optional[str] = None) -> Any:
+    return family_of(model).load("adapter")(model, positions, False)
 
 
 def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[str, Any], keep: torch.Tensor,
@@ -93,32 +89,31 @@ def pruned_inputs(model: nn.Module, inputs: Mapping[str, Any], encoded: Mapping[
         inputs: the processor's batch (one sample).
         encoded: :func:`encode` of ``inputs`` (unpruned).
         keep: BoolTensor ``[1, L]`` of surviving tokens (:func:`survivors`).
-        positions: ``"original"`` or, for LLaVA, ``"compact"``.
+        positions: the adapter's position policy (``"original"``; ``"compact"`` where it has one).
         video_tokens: ``[K, D]`` merged tokens of the (one) video, in kept-position order, or None.
     """
     input_ids = inputs["input_ids"]
     if input_ids.shape[0] != 1:
         raise ValueError(f"the reference path takes one sample, got a batch of {input_ids.shape[0]}")
     row = keep[0].to(input_ids.device)
-    config = model.config
-    is_qwen = hasattr(config, "vision_start_token_id")
-    video_id = config.video_token_id if is_qwen else config.video_token_index
-    image_id = config.image_token_id if is_qwen else config.image_token_index
+    adapter = _adapter(model, positions)
 
     kwargs: dict[str, Any] = {"input_ids": input_ids[:, row], "attention_mask": torch.ones_like(input_ids[:, row])}
     mm_outputs = {}
-    for kind, token in (("video", video_id), ("image", image_id)):
+    for kind in ("video", "image"):
         if kind in encoded:
-            as_batch = not is_qwen and kind == "video"  # LLaVA video features are [videos, N, D]
+            as_batch = not isinstance(adapter.wrap_pooled(kind, torch.zeros(1, 1)), tuple)  # LLaVA video: [videos, N, D]
             merged = video_tokens if kind == "video" else None
-            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == token], as_batch, merged)
+            mm_outputs[kind] = _restrict(encoded[kind], row[input_ids[0] == adapter.token_id(kind)], as_batch, merged)
     kwargs["mm_encoder_outputs"] = mm_outputs
-
-    if is_qwen:
+    if "mm_token_type_ids" in inputs:
         kwargs["mm_token_type_ids"] = inputs["mm_token_type_ids"][:, row]
-        kwargs["position_ids"] = with_text_row(mrope_positions(model, inputs)[..., row])
-    elif positions == "original":
-        kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device)[row][None]
+    ids = adapter.full_positions(inputs)
+    if ids is not None:
+        kwargs["position_ids"] = ids[..., row]
+        if ids.dim() == 3 and ids.shape[0] == 4:  # the text row counts the pruned prompt's own slots
+            kept = int(row.sum())
+            kwargs["position_ids"][0] = torch.arange(kept, device=ids.device)
     return kwargs
 
 
@@ -148,9 +143,10 @@ def encoder_selection(model: nn.Module, inputs: Mapping[str, Any], method: str, 
     from vcast.models.vision_probe import inputs_for_videos
     from vcast.registry import method_inputs
 
-    family = adapter_class(model).family
+    adapter = adapter_class(model)(model, None, False)
+    family = adapter.family
     pooled, records = probe_video(model, inputs)
-    tokens = pooled[0] if family != "LLaVA-OneVision" else pooled[0, :-1]
+    tokens = pooled[0][: pooled[0].shape[0] - adapter.trailing_tokens]
     frames, per_frame = records[-1].units[0]  # one video: one (T, P)
     (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method, params.get("variant")), family)
     return select(tokens.reshape(frames, per_frame, -1), ratio, method=method, **params, **extra)

@@ -6,15 +6,11 @@
 
 from __future__ import annotations
 
+from vcast.families import published_models
 from vcast.registry import available_methods, method_facts
 
-MODELS = {
-    "qwen3vl_8b": "Qwen3-VL-8B-Instruct",
-    "qwen3vl_32b": "Qwen3-VL-32B-Instruct",
-    "qwen3vl_30b_a3b": "Qwen3-VL-30B-A3B-Instruct",
-    "llava_ov_7b": "LLaVA-OV-7B",
-    "llava_video_7b": "LLaVA-Video-7B",
-}
+# Model config name -> display name: every family's published checkpoints (vcast.families).
+MODELS = {model.config: model.display for _, model in published_models()}
 
 # Method configs that are a registered method with other parameters (ablation and composite rows):
 # config name -> (display name, venue shown after it in LaTeX). A registered method's own name and

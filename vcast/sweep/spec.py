@@ -80,6 +80,8 @@ def preflight(spec: CellSpec) -> Optional[str]:
     """Why ``spec`` cannot run at all (so no job is spent on it), or None."""
     import vcast
     from vcast.eval.plugin_args import check_frames, model_args_problem
+    from vcast.families import family_for_plugin
+    from vcast.models.hybrid_methods import llm_method_refusal
     from vcast.registry import check_params, is_input_method, method_params, method_variants
 
     if spec.method_id not in vcast.available_methods():
@@ -96,6 +98,10 @@ def preflight(spec: CellSpec) -> Optional[str]:
     problem = model_args_problem(spec.plugin, spec.model_args, tuple(method_params(spec.method_id)))
     if problem is not None:
         return problem
+    family = family_for_plugin(spec.plugin)
+    refusal = None if family is None else llm_method_refusal(family, spec.method_id)
+    if refusal is not None:
+        return refusal
     if is_input_method(spec.method_id):
         from vcast.api import input_plan
         from vcast.eval.input_budget import input_plan_refusal

@@ -83,12 +83,17 @@ def sweep_machine_problems(words: Sequence[str], cwd: Optional[Path] = None) -> 
 def job_action(job: GridJob, results_root: Path) -> str:
     """What the sweep will do with ``job``: ``run``, ``skip (finished)``, ``busy (running in
     <holder>)`` (another live job holds the cell: this one will not run it twice),
-    ``refuse (mismatch: ...)`` or ``invalid: ...``."""
+    ``refuse (mismatch: ...)``, ``cannot run: ...`` (pre-flight refuses the cell itself, e.g. an
+    in-LLM method on a hybrid-attention model; its job records why without running) or ``invalid: ...``."""
     from vcast.sweep.cell import identity_mismatch, is_complete, read_cell
     from vcast.sweep.execute import lock_holder
+    from vcast.sweep.spec import preflight
 
     if job.spec is None:
         return f"invalid: {job.error}"
+    problem = preflight(job.spec)
+    if problem is not None:
+        return f"cannot run: {problem}"
     cell_dir = results_root / job.spec.relative_dir
     holder = lock_holder(cell_dir)
     if holder is not None:
@@ -136,14 +141,14 @@ def check_and_plan(jobs: Sequence[GridJob], cfg: DictConfig, progress_dir: Optio
 
 
 def action_kind(action: str) -> str:
-    """``run``, ``skip``, ``busy``, ``refuse`` or ``invalid`` of a :func:`job_action` line."""
+    """``run``, ``skip``, ``busy``, ``refuse``, ``cannot`` or ``invalid`` of a :func:`job_action` line."""
     return action.split(" ")[0].rstrip(":")
 
 
 _LABELS = (("run", "to run"), ("skip", "finished already (skipped)"),
            ("busy", "running in another live job (not run twice)"),
            ("refuse", "refused (finished for another request; rerun_mismatched=true replaces them)"),
-           ("invalid", "invalid"))
+           ("cannot", "cannot run (pre-flight: each job records why, without running)"), ("invalid", "invalid"))
 PARTITION_ENV = "VCAST_SLURM_PARTITION"
 
 

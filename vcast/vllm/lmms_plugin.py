@@ -51,7 +51,8 @@ from vcast.eval.plugin import RequestsByArgs, plugin_repr, record_answers, stop_
 from vcast.eval.plugin_args import check_frames
 from vcast.eval.resume import Progress, calling_response_cache
 from vcast.eval.video import UNREADABLE_VIDEO, is_video_path, qwen_resize, read_qwen_video
-from vcast.kept_records import append_records, qwen_geometry, rank_file
+from vcast.families import family_of
+from vcast.kept_records import append_records, merged_grid_geometry, rank_file
 from vcast.validation import check_choice, check_int
 from vcast.vllm.kept import NO_KEY, VIDEO_KEY, KeptVideo, records_from_stats, video_key
 
@@ -146,6 +147,9 @@ class VCastVLLM(lmms):
         video_processor = self.processor.video_processor
         self._patch, self._merge = int(video_processor.patch_size), int(video_processor.merge_size)
         self._temporal_patch = int(video_processor.temporal_patch_size)
+        from transformers import AutoConfig  # imported where the vLLM engine has already loaded it
+
+        self._family = family_of(AutoConfig.from_pretrained(pretrained)).name
         self.missing_policy = missing_visuals
         self.missing = MissingVisualsLog(efficiency_dir, 0)
         self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
@@ -208,8 +212,9 @@ class VCastVLLM(lmms):
                     metadata[VIDEO_KEY] = key
                 videos.append((frames.permute(0, 2, 3, 1).numpy(), metadata))
                 count, _, height, width = frames.shape  # multiples of 2 frames and of 32 pixels
-                geometry = qwen_geometry((count // self._temporal_patch, height // self._patch, width // self._patch),
-                                         self._patch, self._merge, self._temporal_patch)
+                geometry = merged_grid_geometry(self._family, (count // self._temporal_patch, height // self._patch,
+                                                               width // self._patch),
+                                                self._patch, self._merge, self._temporal_patch)
                 video_tokens += geometry.tokens
                 kept_videos.append(KeptVideo(key=key, task=task, doc_id=int(doc_id), video=len(kept_videos),
                                              geometry=geometry, frame_indices=[int(i) for i in decoded.indices]))

@@ -1,6 +1,8 @@
-"""``vcast_qwen3_vl``: Qwen3-VL (dense and MoE) with a pruning method attached.
+"""The Qwen vision-language families' lmms-eval plugin (each family's ``plugin.py`` names its family):
+the model with a pruning method attached.
 
-Prompting and video handling follow lmms-eval 0.7.3's ``models/simple/qwen3_vl.py``: a system
+Prompting and video handling follow lmms-eval 0.7.3's ``models/simple/qwen3_vl.py`` (and its
+``qwen2_5_vl.py``, which reads the same way): a system
 turn, then one user turn with the videos (and images) before the text; frames read with
 ``nframes = max_num_frames`` capped to the video, ``linspace(0, N-1, n).round()``, resized the
 ``qwen_vl_utils`` way (multiples of 32, per-frame pixel cap) and given to the processor with
@@ -16,23 +18,21 @@ from typing import Any, Optional
 from PIL import Image
 
 from vcast.checkpoint_paths import check_local_checkpoint
-from vcast.eval.input_budget import INPUT_BUDGET, video_budget
+from vcast.eval.input_budget import video_budget
 from vcast.eval.plugin import VCastLMM
-from vcast.eval.plugin_args import QWEN_TEMPORAL_PATCH, check_frames
+from vcast.eval.plugin_args import check_frames
+from vcast.eval.prepared_inputs import PreparedInputs
 from vcast.eval.video import is_video_path, qwen_frame_count, qwen_frame_size, qwen_resize, read_qwen_video
-from vcast.kept_records import FRAME_INDICES, Geometry, qwen_geometry
+from vcast.kept_records import Geometry, merged_grid_geometry
 from vcast.validation import check_int
 
 logger = logging.getLogger(__name__)
 
-QWEN_PATCH_SIZE = 16
-QWEN_MERGE = 2  # spatial merge: one LLM token per 2x2 patches, 32x32 pixels
 
-
-class VCastQwen3VL(VCastLMM):
+class VCastQwenVL(VCastLMM):
     """model_args beyond :class:`VCastLMM`'s: ``min_pixels`` (200704), ``max_pixels``
     (1605632; qwen_vl_utils caps a frame at 786432 anyway), ``total_pixels``, ``system_prompt``.
-    The MoE class is used when the checkpoint's config says ``qwen3_vl_moe``."""
+    The class of the checkpoint's ``model_type`` is used (the family's dense or MoE class)."""
 
     def __init__(
         self,
@@ -45,7 +45,7 @@ class VCastQwen3VL(VCastLMM):
     ) -> None:
         from transformers import AutoProcessor
 
-        check_frames("vcast_qwen3_vl", kwargs.get("max_num_frames", 32))  # before the model loads, not per item
+        check_frames(self.family.plugin_id, kwargs.get("max_num_frames", 32))  # before the model loads, not per item
         check_int("min_pixels", min_pixels, 1)
         check_int("max_pixels", max_pixels, 1)
         if min_pixels > max_pixels:
@@ -55,19 +55,10 @@ class VCastQwen3VL(VCastLMM):
         check_local_checkpoint(pretrained)  # a missing folder named, with its make target
         self.processor = AutoProcessor.from_pretrained(pretrained, max_pixels=max_pixels, min_pixels=min_pixels)
         super().__init__(pretrained, **kwargs)
+        vision = self._model.config.vision_config
+        self.patch_size, self.merge = int(vision.patch_size), int(vision.spatial_merge_size)
 
-    def _model_class(self, pretrained: str) -> type:
-        import transformers
-
-        config = transformers.AutoConfig.from_pretrained(pretrained)
-        classes = {"qwen3_vl": transformers.Qwen3VLForConditionalGeneration,
-                   "qwen3_vl_moe": transformers.Qwen3VLMoeForConditionalGeneration}
-        if config.model_type not in classes:
-            raise ValueError(f"vcast_qwen3_vl: {pretrained} is a {config.model_type!r} checkpoint; "
-                             f"expected one of {', '.join(classes)}")
-        return classes[config.model_type]
-
-    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> PreparedInputs:
         from qwen_vl_utils import fetch_image
         from transformers.video_utils import VideoMetadata
 
@@ -86,14 +77,15 @@ class VCastQwen3VL(VCastLMM):
                     content.append({"type": "video", "video": item})
                 elif isinstance(item, Image.Image):
                     images.append(fetch_image({"image": item, "min_pixels": self.min_pixels,
-                                               "max_pixels": self.max_pixels}, image_patch_size=QWEN_PATCH_SIZE))
+                                               "max_pixels": self.max_pixels}, image_patch_size=self.patch_size))
                     content.append({"type": "image", "image": item})
                 else:
-                    raise ValueError(f"vcast_qwen3_vl: unsupported visual {type(item).__name__} {item!r:.80} "
+                    raise ValueError(f"{self.family.plugin_id}: unsupported visual {type(item).__name__} {item!r:.80} "
                                      "(expected a video path or a PIL image)")
             messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
             messages.append({"role": "user", "content": content + [{"type": "text", "text": context}]})
-            texts.append(self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+            texts.append(self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                            **self.family.chat_template_kwargs))
         kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "do_resize": False}
         if len(texts) > 1:
             kwargs.update(padding=True, padding_side="left")
@@ -102,17 +94,15 @@ class VCastQwen3VL(VCastLMM):
         if images:
             kwargs["images"] = images
         inputs = self.processor(**kwargs)
-        if self.input_plan is not None:
-            setattr(inputs, INPUT_BUDGET, budgets)
-        setattr(inputs, FRAME_INDICES, indices)
-        return inputs
+        return PreparedInputs(inputs, indices, budgets if self.input_plan is not None else None)
 
     def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
         """One ``video_grid_thw`` row per video, in the order the model saw them."""
         vision = self._model.config.vision_config
         grid = inputs.get("video_grid_thw")
         rows = [] if grid is None else grid.tolist()
-        return [qwen_geometry(row, vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size)
+        return [merged_grid_geometry(self.family.name, row, vision.patch_size, vision.spatial_merge_size,
+                                     vision.temporal_patch_size)
                 for row in rows]
 
     def _read_video(self, path: str) -> tuple[Any, Any, Optional[dict[str, Any]]]:
@@ -120,19 +110,19 @@ class VCastQwen3VL(VCastLMM):
 
         Under an input method (:mod:`vcast.input_methods`): ``fewer_frames`` reads fewer frames at the
         per-frame size the unpruned model's frame count gives; ``downsample`` shrinks that size's
-        LLM token grid (32-pixel cells) by the plan."""
+        LLM token grid (cells of patch x merge pixels, 32 for Qwen3-VL) by the plan."""
         plan = self.input_plan
         if plan is None:
             decoded = read_qwen_video(path, self.max_num_frames)
             return decoded, qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, self.total_pixels,
-                                        QWEN_PATCH_SIZE), None
+                                        self.patch_size), None
         decoded = read_qwen_video(path, self.max_num_frames,
-                                  count_for=lambda count: plan.frames(count, QWEN_TEMPORAL_PATCH))
+                                  count_for=lambda count: plan.frames(count, self.family.frames_per_step))
         reference_frames = qwen_frame_count(self.max_num_frames, decoded.total_frames)
         height, width = decoded.frames.shape[1:3]
         size = qwen_frame_size(height, width, reference_frames, self.min_pixels, self.max_pixels, self.total_pixels,
-                               QWEN_PATCH_SIZE)
-        cell = QWEN_PATCH_SIZE * QWEN_MERGE
+                               self.patch_size)
+        cell = self.patch_size * self.merge
         reference_grid = (size[0] // cell, size[1] // cell)
         grid = plan.grid(*reference_grid)
         frames = qwen_resize(decoded.frames, self.min_pixels, self.max_pixels, size=(grid[0] * cell, grid[1] * cell))

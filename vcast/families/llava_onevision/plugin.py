@@ -18,10 +18,12 @@ from typing import Any, Optional
 from PIL import Image
 
 from vcast.checkpoint_paths import check_local_checkpoint
-from vcast.eval.input_budget import INPUT_BUDGET, input_plan_refusal, video_budget
+from vcast.eval.input_budget import input_plan_refusal, video_budget
 from vcast.eval.plugin import VCastLMM
+from vcast.eval.prepared_inputs import PreparedInputs
 from vcast.eval.video import is_video_path, read_llava_video
-from vcast.kept_records import FRAME_INDICES, Geometry, llava_geometry
+from vcast.families.llava_onevision import FAMILY
+from vcast.kept_records import Geometry, pooled_grid_geometry
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ VIDEO_TOKEN = "<video>"
 class VCastLlavaOV(VCastLMM):
     """model_args are :class:`VCastLMM`'s; ``chat_template`` overrides the tokenizer's."""
 
+    family = FAMILY
+
     def __init__(self, pretrained: str, chat_template: Optional[str] = None, **kwargs: Any) -> None:
         from transformers import AutoProcessor
 
@@ -41,24 +45,15 @@ class VCastLlavaOV(VCastLMM):
         if chat_template is not None:
             self.processor.tokenizer.chat_template = chat_template
         if self.processor.tokenizer.chat_template is None:
-            raise ValueError(f"vcast_llava_ov: {pretrained}'s tokenizer has no chat template; pass chat_template=")
+            raise ValueError(f"{FAMILY.plugin_id}: {pretrained}'s tokenizer has no chat template; pass chat_template=")
         super().__init__(pretrained, **kwargs)
 
     def _check_input_plan(self, plan: Any) -> None:
-        refusal = input_plan_refusal("vcast_llava_ov", plan)
+        refusal = input_plan_refusal(FAMILY.plugin_id, plan)
         if refusal is not None:
             raise ValueError(refusal)
 
-    def _model_class(self, pretrained: str) -> type:
-        import transformers
-
-        config = transformers.AutoConfig.from_pretrained(pretrained)
-        if config.model_type != "llava_onevision":
-            raise ValueError(f"vcast_llava_ov: {pretrained} is a {config.model_type!r} checkpoint; expected "
-                             "'llava_onevision' (LLaVA-OneVision / LLaVA-Video in Hugging Face format)")
-        return transformers.LlavaOnevisionForConditionalGeneration
-
-    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> Any:
+    def _prepare(self, contexts: list[str], visuals: list[list[Any]]) -> PreparedInputs:
         texts, images, videos, budgets, indices = [], [], [], [], []
         # An input method (fewer_frames) reads fewer of the max_num_frames frames LLaVA reads.
         count = self.max_num_frames if self.input_plan is None else self.input_plan.frames(self.max_num_frames)
@@ -66,7 +61,7 @@ class VCastLlavaOV(VCastLMM):
             sample_videos = [item for item in items if is_video_path(item)]
             sample_images = [item for item in items if isinstance(item, Image.Image)]
             if len(sample_videos) + len(sample_images) != len(items):
-                raise ValueError(f"vcast_llava_ov: unsupported visual(s) in {items!r:.120} "
+                raise ValueError(f"{FAMILY.plugin_id}: unsupported visual(s) in {items!r:.120} "
                                  "(expected video paths or PIL images)")
             for path in sample_videos:
                 decoded = read_llava_video(path, count)
@@ -90,10 +85,7 @@ class VCastLlavaOV(VCastLMM):
         for key in ("pixel_values", "pixel_values_videos"):
             if key in inputs:
                 inputs[key] = inputs[key].to(self.model.dtype)
-        if self.input_plan is not None:
-            setattr(inputs, INPUT_BUDGET, budgets)
-        setattr(inputs, FRAME_INDICES, indices)
-        return inputs
+        return PreparedInputs(inputs, indices, budgets if self.input_plan is not None else None)
 
     def _video_geometries(self, inputs: Any, videos: list[Any]) -> list[Geometry]:
         """Each video's frames of the pooled grid (its trailing newline token is not a grid token),
@@ -101,5 +93,5 @@ class VCastLlavaOV(VCastLMM):
         input the vision tower takes, 384 px)."""
         height, width = inputs["pixel_values_videos"].shape[-2:]
         if height != width:
-            raise ValueError(f"vcast_llava_ov: the processor gave {height}x{width} frames; the tower takes squares")
-        return [llava_geometry(video.frames, video.tokens_per_frame, int(height)) for video in videos]
+            raise ValueError(f"{FAMILY.plugin_id}: the processor gave {height}x{width} frames; the tower takes squares")
+        return [pooled_grid_geometry(FAMILY.name, video.frames, video.tokens_per_frame, int(height)) for video in videos]

@@ -28,6 +28,7 @@ class LlavaOnevisionAdapter(Adapter):
     family = "LLaVA-OneVision"
     position_policies = ("compact", "original")
     default_positions = "compact"
+    trailing_tokens = 1  # the image-newline after each video's frames
 
     def vision_modules(self) -> tuple[nn.Module, nn.Module]:
         return self.model.model.vision_tower, self.model.model.multi_modal_projector
@@ -74,10 +75,16 @@ class LlavaOnevisionAdapter(Adapter):
         head_mean_keys = pool(head_mean_keys)
         return attention, head_mean_keys.reshape(-1, head_mean_keys.shape[-1])
 
-    def _token_id(self, kind: str) -> int:
+    def token_id(self, kind: str) -> int:
         config = self.model.config
         token = getattr(config, f"{kind}_token_index", None)  # older configs: *_token_id
         return token if token is not None else getattr(config, f"{kind}_token_id")
+
+    def full_positions(self, inputs: Any) -> Optional[torch.Tensor]:
+        if self.positions == "compact":
+            return None
+        input_ids = inputs["input_ids"]
+        return torch.arange(input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
 
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         input_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -85,7 +92,7 @@ class LlavaOnevisionAdapter(Adapter):
         return PromptContext(input_ids=input_ids, video_frames=int(pixels.shape[1]) if pixels is not None else None)
 
     def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
-        return None if context.input_ids is None else context.input_ids == self._token_id(kind)
+        return None if context.input_ids is None else context.input_ids == self.token_id(kind)
 
     def wrap_pooled(self, kind: str, tokens: torch.Tensor) -> Any:
         # Video features are one [videos, tokens, D] tensor that the forward flattens.
@@ -119,7 +126,7 @@ class LlavaOnevisionAdapter(Adapter):
 
     def _image_segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
         found = []
-        for row, start, length in token_runs(context.input_ids == self._token_id("image")):
+        for row, start, length in token_runs(context.input_ids == self.token_id("image")):
             tokens = source.tokens("image", row, torch.arange(start, start + length, device=source.device))
             newline = self.model.model.image_newline.to(tokens.device, tokens.dtype)
             # anyres images interleave newline tokens with the grid rows; those always stay.

@@ -1,9 +1,13 @@
-"""Qwen3-VL (dense and MoE): prune post-merger video tokens, keep their original MRoPE (t, h, w).
+"""The Qwen vision-language families' shared adapter: prune post-merger video tokens, keep their
+original MRoPE (t, h, w).
 
-The processor writes each temporal patch of a video as ``<t seconds><vision_start>`` +
-``P = H * W / 4`` video tokens + ``<vision_end>``. A video is ``T = grid_t`` such blocks, and
-its ``T * P`` tokens are, in prompt order, the merger's output. Selection runs on those tokens
-per video; timestamps and vision_start/end are text and always stay.
+Written for Qwen3-VL (dense and MoE), whose layout it describes; families that derive from it
+(``vcast/families/<name>/adapter.py``) override what differs (a video laid out as one run of
+tokens: :meth:`MRopeAdapter.video_grids`). Qwen3-VL's processor writes each temporal patch of a
+video as ``<t seconds><vision_start>`` + ``P = H * W / 4`` video tokens + ``<vision_end>``. A
+video is ``T = grid_t`` such blocks, and its ``T * P`` tokens are, in prompt order, the merger's
+output. Selection runs on those tokens per video; timestamps and vision_start/end are text and
+always stay.
 
 Positions come from the model's own ``get_rope_index`` on the full prompt (``generate``
 computes them before prefill); the hook only gathers them, so kept tokens keep their
@@ -15,6 +19,7 @@ the unpruned maximum + 1, which ``generate`` already carries.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, Optional
 
@@ -28,8 +33,17 @@ from vcast.models.vision_probe import VisionRecord, column_mean_attention
 _VIDEO, _IMAGE = 2, 1  # mm_token_type_ids codes
 
 
-class Qwen3VLAdapter(Adapter):
-    family = "Qwen3-VL"
+@dataclass(frozen=True)
+class MRopeContext(PromptContext):
+    """:class:`PromptContext` plus ``video_grids``: ``(T, P)`` of each video in prompt order, where
+    :meth:`MRopeAdapter.video_grids` gives them (a video's tokens are one run), else None (each
+    temporal patch is its own run, as in Qwen3-VL)."""
+
+    video_grids: Optional[list[tuple[int, int]]] = None
+
+
+class MRopeAdapter(Adapter):
+    """Qwen3-VL's token layout, MRoPE handling, DeepStack re-laying and ViT feature scores."""
     position_policies = ("original",)
     default_positions = "original"
 
@@ -80,8 +94,15 @@ class Qwen3VLAdapter(Adapter):
 
     def capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> PromptContext:
         input_ids = kwargs.get("input_ids", args[0] if args else None)
-        return PromptContext(input_ids=input_ids, mm_token_type_ids=kwargs.get("mm_token_type_ids"),
-                             video_token_counts=self._video_token_counts(kwargs))
+        return MRopeContext(input_ids=input_ids, mm_token_type_ids=kwargs.get("mm_token_type_ids"),
+                            video_token_counts=self._video_token_counts(kwargs),
+                            video_grids=self.video_grids(kwargs, input_ids))
+
+    def video_grids(self, kwargs: dict[str, Any], input_ids: Optional[torch.Tensor]) -> Optional[list[tuple[int, int]]]:
+        """``(T, P)`` of each video of the embedder call ``kwargs``, for layouts where a video's
+        ``T * P`` tokens are one run of placeholders; None where each temporal patch is a run of
+        its own and the runs give the frames (Qwen3-VL, this default)."""
+        return None
 
     def _video_token_counts(self, kwargs: dict[str, Any]) -> Optional[list[int]]:
         """Tokens per video: from the encoder outputs (``generate`` in transformers >= 5.18 encodes
@@ -96,21 +117,34 @@ class Qwen3VLAdapter(Adapter):
             return [t * h * w // merge**2 for t, h, w in grid.tolist()]
         return None
 
+    def rope_index_extras(self, inputs: Any) -> dict[str, Any]:
+        """Keyword arguments of the model's ``get_rope_index`` beyond the grids (none for Qwen3-VL)."""
+        return {}
+
+    def full_positions(self, inputs: Any) -> Optional[torch.Tensor]:
+        """``[4, B, L]``: text row 0..L-1 on top of the model's own ``get_rope_index`` (t, h, w) rows."""
+        spatial, _ = self.model.model.get_rope_index(
+            inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
+            image_grid_thw=inputs.get("image_grid_thw"), video_grid_thw=inputs.get("video_grid_thw"),
+            attention_mask=inputs.get("attention_mask"), **self.rope_index_extras(inputs),
+        )
+        text = torch.arange(spatial.shape[-1], device=spatial.device).view(1, 1, -1).expand(1, spatial.shape[1], -1)
+        return torch.cat([text, spatial], 0)
+
     def can_prune_encoded(self, kwargs: dict[str, Any]) -> bool:
         # Without position ids the model would derive MRoPE from the pruned prompt: prune later.
         return super().can_prune_encoded(kwargs) and kwargs.get("position_ids") is not None
 
     def placeholder_mask(self, context: PromptContext, kind: str) -> Optional[torch.Tensor]:
-        config = self.model.config
         if context.input_ids is not None:
-            token = config.video_token_id if kind == "video" else config.image_token_id
-            return context.input_ids == token
+            return context.input_ids == self.token_id(kind)
         if context.mm_token_type_ids is not None:
             return context.mm_token_type_ids == (_VIDEO if kind == "video" else _IMAGE)
         return None
 
     def segments(self, context: PromptContext, source: TokenSource) -> list[Segment]:
-        """Each run of video tokens is one temporal patch; consecutive runs make up a video.
+        """Each run of video tokens is one temporal patch; consecutive runs make up a video (where
+        :meth:`video_grids` gives a video's ``(T, P)``, its one run is cut into ``T`` frames of ``P``).
 
         Images (when compressed) are one run each, a one-frame segment.
         """
@@ -139,20 +173,22 @@ class Qwen3VLAdapter(Adapter):
         if sum(counts) != sum(length for _, _, length in runs):
             raise ValueError(f"{self.family}: the videos have {counts} tokens but the prompt has "
                              f"{sum(length for _, _, length in runs)} video placeholders")
+        grids = getattr(context, "video_grids", None)
         found, next_run = [], 0
-        for count in counts:
+        for index, count in enumerate(counts):
             group, total = [], 0
             while total < count:
                 group.append(runs[next_run])
                 total += group[-1][2]
                 next_run += 1
             rows, lengths = {run[0] for run in group}, {run[2] for run in group}
-            if total != count or len(rows) != 1 or len(lengths) != 1:
+            frames, per_frame = grids[index] if grids is not None else (len(group), group[0][2])
+            if total != count or len(rows) != 1 or frames * per_frame != count or (grids is None and len(lengths) != 1):
                 raise ValueError(f"{self.family}: a video of {count} tokens does not match its placeholders "
                                  f"(runs {[(r, s, n) for r, s, n in group]}); unsupported prompt layout")
             columns = torch.cat([torch.arange(start, start + n, device=device) for _, start, n in group])
-            found.append(Segment(sample=group[0][0], kind="video", columns=columns, frames=len(group),
-                                 tokens_per_frame=group[0][2]))
+            found.append(Segment(sample=group[0][0], kind="video", columns=columns, frames=frames,
+                                 tokens_per_frame=per_frame))
         return found
 
     def prefill_positions(self, position_ids: Optional[torch.Tensor], layout: SequenceLayout,
