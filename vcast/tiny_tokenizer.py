@@ -10,6 +10,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# The Qwen2 tokenizer's special tokens, in its order (<|endoftext|> first, then the chat and vision
+# tokens): the same 14 in every Qwen vision-language family's tokenizer. Here their ids are 256 +
+# index, after the 256 byte tokens.
+QWEN_SPECIALS: tuple[str, ...] = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>",
+)
+
 
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable unicode map (what the ByteLevel pre-tokenizer emits)."""

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from vcast.families import family_of
 from vcast.models.layout import SequenceLayout
 from vcast.models.vision_probe import VisionRecord
 
@@ -129,7 +130,7 @@ class ActivePruning:
 class Adapter:
     """Base class; subclasses set the class attributes and implement the abstract methods."""
 
-    family: str = ""
+    family: str = ""  # the family's display name, for messages (set from the model's family)
     position_policies: tuple[str, ...] = ("original",)
     default_positions: str = "original"
     # Tokens after each video's frames in its placeholder run that are not frame tokens (LLaVA's newline).
@@ -137,6 +138,7 @@ class Adapter:
 
     def __init__(self, model: nn.Module, positions: Optional[str], compress_images: bool) -> None:
         self.model = model
+        self.family = family_of(model).display
         positions = self.default_positions if positions is None else positions
         if positions not in self.position_policies:
             raise ValueError(

@@ -71,24 +71,10 @@ class MRopeAdapter(Adapter):
         """Each temporal patch attends only to itself (``cu_seqlens``); its ``h * w`` patches come
         grouped by 2x2 merge unit, so a unit's value is the mean of 4 consecutive patches
         (``view(-1, 4)``, not a raster reshape). Keys are taken before the rotary embedding."""
-        hidden = kwargs.get("hidden_states", args[0] if args else None)
-        cu_seqlens = kwargs["cu_seqlens"]
-        cos, sin = kwargs["position_embeddings"]
-        length = hidden.shape[0]
-        queries, keys, _ = module.qkv(hidden).reshape(length, 3, module.num_heads, -1).unbind(1)  # [N, H, d]
-        rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb_vision  # the model's own
-        rotated_q, rotated_k = rotary(queries, keys, cos, sin)
-        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
-        column_means, start = [], 0
-        for size, run in groupby(lengths):  # frames of one video share a length: batch them
-            count = len(list(run))
-            stop = start + size * count
-            q = rotated_q[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
-            k = rotated_k[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
-            column_means.append(column_mean_attention(q, k, module.scaling).reshape(-1))
-            start = stop
+        column_means, keys = vit_column_means(module, args, kwargs)
+        length = keys.shape[0]
         unit = self._merge**2
-        attention = torch.cat(column_means).view(-1, unit).mean(-1)
+        attention = column_means.view(-1, unit).mean(-1)
         head_mean_keys = keys.float().mean(1).view(length // unit, unit, -1).mean(1)
         return attention, head_mean_keys
 
@@ -173,7 +159,7 @@ class MRopeAdapter(Adapter):
         if sum(counts) != sum(length for _, _, length in runs):
             raise ValueError(f"{self.family}: the videos have {counts} tokens but the prompt has "
                              f"{sum(length for _, _, length in runs)} video placeholders")
-        grids = getattr(context, "video_grids", None)
+        grids = context.video_grids if isinstance(context, MRopeContext) else None
         found, next_run = [], 0
         for index, count in enumerate(counts):
             group, total = [], 0
@@ -233,3 +219,28 @@ class MRopeAdapter(Adapter):
                 "Pass the unpruned 4-row position ids (generate() does this)"
             )
 
+
+def vit_column_means(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     times_length: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Qwen ViT attention layer's column means ``[N]`` (over heads and the queries of each
+    attention sequence of ``cu_seqlens``; ``times_length``: each times its sequence's length) and
+    its keys ``[N, H, d]`` before the rotary embedding, from the layer's own inputs (the model's own
+    ``apply_rotary_pos_emb_vision`` rotates q and k)."""
+    hidden = kwargs.get("hidden_states", args[0] if args else None)
+    cu_seqlens = kwargs["cu_seqlens"]
+    cos, sin = kwargs["position_embeddings"]
+    length = hidden.shape[0]
+    queries, keys, _ = module.qkv(hidden).reshape(length, 3, module.num_heads, -1).unbind(1)  # [N, H, d]
+    rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb_vision  # the model's own
+    rotated_q, rotated_k = rotary(queries, keys, cos, sin)
+    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    column_means, start = [], 0
+    for size, run in groupby(lengths):  # equal-length sequences side by side: batch them
+        count = len(list(run))
+        stop = start + size * count
+        q = rotated_q[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
+        k = rotated_k[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
+        means = column_mean_attention(q, k, module.scaling)
+        column_means.append((means * size if times_length else means).reshape(-1))
+        start = stop
+    return torch.cat(column_means), keys

@@ -25,7 +25,6 @@ from vcast.models.vision_probe import VisionRecord, column_mean_attention
 
 
 class LlavaOnevisionAdapter(Adapter):
-    family = "LLaVA-OneVision"
     position_policies = ("compact", "original")
     default_positions = "compact"
     trailing_tokens = 1  # the image-newline after each video's frames

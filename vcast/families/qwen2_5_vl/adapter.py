@@ -20,19 +20,17 @@ merger's video tokens, keep their MRoPE (t, h, w)) with what differs from Qwen3-
 from __future__ import annotations
 
 import sys
-from itertools import groupby
 from typing import Any, Optional
 
 import torch
 from torch import nn
 
 from vcast.models.adapter import token_runs
-from vcast.models.mrope_adapter import MRopeAdapter
-from vcast.models.vision_probe import VisionRecord, column_mean_attention
+from vcast.models.mrope_adapter import MRopeAdapter, vit_column_means
+from vcast.models.vision_probe import VisionRecord
 
 
 class Qwen25VLAdapter(MRopeAdapter):
-    family = "Qwen2.5-VL"
 
     def __init__(self, model: nn.Module, positions: Optional[str], compress_images: bool) -> None:
         super().__init__(model, positions, compress_images)
@@ -107,28 +105,14 @@ class Qwen25VLAdapter(MRopeAdapter):
         grid_thw = self._vision_grid
         if grid_thw is None:
             raise ValueError(f"{self.family}: the feature layer ran outside a recorded vision-encoder call")
-        hidden = kwargs.get("hidden_states", args[0] if args else None)
-        cu_seqlens = kwargs["cu_seqlens"]
-        cos, sin = kwargs["position_embeddings"]
-        length = hidden.shape[0]
-        queries, keys, _ = module.qkv(hidden).reshape(length, 3, module.num_heads, -1).unbind(1)  # [N, H, d]
-        rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb_vision  # the model's own
-        rotated_q, rotated_k = rotary(queries, keys, cos, sin)
-        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
-        column_means, start = [], 0
-        for size, run in groupby(lengths):  # equal-size sequences side by side: batch them
-            count = len(list(run))
-            stop = start + size * count
-            q = rotated_q[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
-            k = rotated_k[start:stop].view(count, size, module.num_heads, -1).transpose(1, 2)
-            column_means.append((column_mean_attention(q, k, module.scaling) * size).reshape(-1))
-            start = stop
+        column_means, keys = vit_column_means(module, args, kwargs, times_length=True)
+        length, device = keys.shape[0], keys.device
         # Times n (above) and divided by N (here): the column mean over the whole temporal patch.
-        frame_patches = torch.cat([torch.full((t * h * w,), float(h * w), device=hidden.device)
+        frame_patches = torch.cat([torch.full((t * h * w,), float(h * w), device=device)
                                    for t, h, w in grid_thw.tolist()])  # frames stay contiguous in window order
-        attention = torch.cat(column_means) / frame_patches
+        attention = column_means / frame_patches
         unit = self._merge**2
-        reverse = torch.argsort(self._window_index(self.model.model.visual, grid_thw).to(hidden.device))
+        reverse = torch.argsort(self._window_index(self.model.model.visual, grid_thw).to(device))
         attention = attention.view(-1, unit).mean(-1)[reverse]
         head_mean_keys = keys.float().mean(1).view(length // unit, unit, -1).mean(1)[reverse]
         return attention, head_mean_keys

@@ -16,28 +16,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vcast.tiny_tokenizer import build_tokenizer, padded_vocab
+from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 SIZES: tuple[str, ...] = ("tiny", "bench")
-
-# Special tokens in the real tokenizer's order (ids 151643.. there; 256 + index here, after the
-# 256 byte tokens): the same 14 as Qwen2-VL and Qwen3-VL.
-_SPECIALS: tuple[str, ...] = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
 
 # The Qwen2.5-VL Instruct chat template (chat_template.json of Qwen/Qwen2.5-VL-7B-Instruct, the
 # same as Qwen2-VL's): ChatML, a default "You are a helpful assistant." system turn when the
@@ -124,8 +105,8 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     )
 
     spec = checkpoint_spec(arch, size)
-    tokenizer = build_tokenizer(_SPECIALS, CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>", words=tuple(words))
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _SPECIALS}
+    tokenizer = build_tokenizer(QWEN_SPECIALS, CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>", words=tuple(words))
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIALS}
 
     text = dict(spec["text"])
     mrope_section = text.pop("mrope_section")

@@ -30,4 +30,4 @@ from vcast.models.mrope_adapter import MRopeAdapter
 
 
 class Qwen35Adapter(MRopeAdapter):
-    family = "Qwen3.5"
+    """The shared Qwen adapter as it is (see the module docstring)."""

@@ -33,30 +33,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vcast.tiny_tokenizer import build_tokenizer, padded_vocab
+from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 SIZES: tuple[str, ...] = ("tiny", "bench")
 
-# Special tokens in the real family's order (<|endoftext|> = 248044 ... <|video_pad|> = 248057 in the
-# released tokenizer), then the thinking markers the chat template writes.
-_SPECIALS: tuple[str, ...] = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-    "<think>",
-    "</think>",
-)
+# The Qwen special tokens, then the thinking markers the chat template writes.
+_SPECIALS: tuple[str, ...] = (*QWEN_SPECIALS, "<think>", "</think>")
 
 # The Qwen3.5 chat template without tools: ChatML turns, one vision block per image / video (the
 # processor expands the pad token into the frames' tokens and timestamps), and the assistant turn

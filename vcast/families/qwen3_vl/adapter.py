@@ -8,4 +8,4 @@ from vcast.models.mrope_adapter import MRopeAdapter
 
 
 class Qwen3VLAdapter(MRopeAdapter):
-    family = "Qwen3-VL"
+    """The shared Qwen adapter as it is (see the module docstring)."""

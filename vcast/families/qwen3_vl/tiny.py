@@ -12,29 +12,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vcast.tiny_tokenizer import build_tokenizer, padded_vocab
+from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 # "demo" is the shape of the trained demo model (vcast.demo_model), dense only.
 SIZES: tuple[str, ...] = ("tiny", "bench", "demo")
-
-# Special tokens in the real family's order (Qwen2 tokenizer: <|endoftext|> first, then chat and
-# vision tokens). Ids are 256 + index because the 256 byte tokens come first.
-_QWEN3_VL_SPECIALS: tuple[str, ...] = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
 
 # The Qwen3-VL Instruct chat template (tool calls left out): system/user/assistant turns in
 # ChatML, "<|vision_start|><|image_pad|><|vision_end|>" per image and
@@ -140,9 +121,9 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     spec = checkpoint_spec(arch, size)
     # " seconds" is one token, as in the real tokenizer: each temporal patch's "<t seconds>"
     # prefix then costs about as many tokens as it does with real checkpoints.
-    tokenizer = build_tokenizer(_QWEN3_VL_SPECIALS, _QWEN3_VL_CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>",
+    tokenizer = build_tokenizer(QWEN_SPECIALS, _QWEN3_VL_CHAT_TEMPLATE, eos="<|im_end|>", pad="<|endoftext|>",
                                  words=(" seconds", *words))
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _QWEN3_VL_SPECIALS}
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIALS}
 
     text = dict(spec["text"])
     mrope_section = text.pop("mrope_section")
