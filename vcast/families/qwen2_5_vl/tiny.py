@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vcast.tiny_qwen import generation_config, vision_token_ids
 from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 SIZES: tuple[str, ...] = ("tiny", "bench")
@@ -96,7 +97,6 @@ def checkpoint_spec(arch: str, size: str) -> dict[str, Any]:
 def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """``(model, processor)`` of ``arch`` at ``size``, in memory (the caller seeds the weights)."""
     from transformers import (
-        GenerationConfig,
         Qwen2_5_VLConfig,
         Qwen2_5_VLForConditionalGeneration,
         Qwen2_5_VLProcessor,
@@ -125,19 +125,9 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     vision = dict(spec["vision"])
     vision.update(patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3, hidden_act="silu",
                   tokens_per_second=2, out_hidden_size=text["hidden_size"])
-    config = Qwen2_5_VLConfig(
-        text_config=text, vision_config=vision,
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **vision_token_ids(ids))
     model = Qwen2_5_VLForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"],
-        do_sample=False,
-    )
+    model.generation_config = generation_config(ids)
 
     proc_common = dict(patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=_MEAN, image_std=_STD)
     image_processor = Qwen2VLImageProcessor(size=spec["image_size"], **proc_common)

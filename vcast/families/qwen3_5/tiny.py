@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vcast.tiny_qwen import generation_config, timestamped_processor, vision_token_ids
 from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 SIZES: tuple[str, ...] = ("tiny", "bench")
@@ -121,16 +122,8 @@ def checkpoint_spec(arch: str, size: str) -> dict[str, Any]:
 
 def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """``(model, processor)`` of ``arch`` at ``size``, in memory (the caller seeds the weights)."""
-    from transformers import (
-        GenerationConfig,
-        Qwen2VLImageProcessor,
-        Qwen3_5Config,
-        Qwen3_5ForConditionalGeneration,
-        Qwen3_5MoeConfig,
-        Qwen3_5MoeForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
+    from transformers import (Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3_5MoeConfig,
+                              Qwen3_5MoeForConditionalGeneration)
 
     spec = checkpoint_spec(arch, size)
     # " seconds" is one token, as in the real tokenizer (each temporal patch's "<t seconds>" prefix).
@@ -156,13 +149,7 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     vision = dict(spec["vision"])
     vision.update(patch_size=16, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
                   hidden_act="gelu_pytorch_tanh", out_hidden_size=text["hidden_size"])
-    common = dict(
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
+    common = vision_token_ids(ids)
     if arch == "qwen3_5_moe":
         text.update(spec["moe"], output_router_logits=False)
         config = Qwen3_5MoeConfig(text_config=text, vision_config=vision, **common)
@@ -170,19 +157,7 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     else:
         config = Qwen3_5Config(text_config=text, vision_config=vision, **common)
         model = Qwen3_5ForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"],
-        do_sample=False,
-    )
-
+    model.generation_config = generation_config(ids, bos=False)
     # The published Qwen3.5 processor values (see _VIDEO_SIZE); only the pixel budgets shrink for `tiny`.
-    proc_common = dict(patch_size=16, temporal_patch_size=2, merge_size=2,
-                       image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    image_processor = Qwen2VLImageProcessor(size=spec["image_size"], **proc_common)
-    # cap_pixels_per_frame=False: the uncapped budget the released configs get (they leave it unset).
-    video_processor = Qwen3VLVideoProcessor(size=spec["video_size"], fps=2, min_frames=4, max_frames=768,
-                                            do_sample_frames=True, cap_pixels_per_frame=False, **proc_common)
-    processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                 video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    processor = timestamped_processor(tokenizer, CHAT_TEMPLATE, spec["image_size"], spec["video_size"])
     return model, processor

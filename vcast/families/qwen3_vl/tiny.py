@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vcast.tiny_qwen import generation_config, timestamped_processor, vision_token_ids
 from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
 # "demo" is the shape of the trained demo model (vcast.demo_model), dense only.
@@ -107,16 +108,8 @@ def checkpoint_spec(arch: str, size: str) -> dict[str, Any]:
 
 def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """``(model, processor)`` of ``arch`` at ``size``, in memory (the caller seeds the weights)."""
-    from transformers import (
-        GenerationConfig,
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-        Qwen3VLMoeConfig,
-        Qwen3VLMoeForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
+    from transformers import (Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
+                              Qwen3VLMoeForConditionalGeneration)
 
     spec = checkpoint_spec(arch, size)
     # " seconds" is one token, as in the real tokenizer: each temporal patch's "<t seconds>"
@@ -143,13 +136,7 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     vision = dict(spec["vision"])
     vision.update(patch_size=16, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
                   hidden_act="gelu_pytorch_tanh", out_hidden_size=text["hidden_size"])
-    common = dict(
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
+    common = vision_token_ids(ids)
     if arch == "qwen3_vl_moe":
         text.update(spec["moe"], mlp_only_layers=[], output_router_logits=False)
         config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **common)
@@ -157,19 +144,7 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     else:
         config = Qwen3VLConfig(text_config=text, vision_config=vision, **common)
         model = Qwen3VLForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"],
-        do_sample=False,
-    )
-
+    model.generation_config = generation_config(ids)
     # Real Qwen3-VL preprocessor values (see _QWEN_VIDEO_SIZE); only the pixel budgets shrink for `tiny`.
-    proc_common = dict(patch_size=16, temporal_patch_size=2, merge_size=2,
-                       image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    image_processor = Qwen2VLImageProcessor(size=spec["image_size"], **proc_common)
-    video_processor = Qwen3VLVideoProcessor(size=spec["video_size"], fps=2, min_frames=4, max_frames=768,
-                                            do_sample_frames=True, cap_pixels_per_frame=False, **proc_common)
-    processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                 video_processor=video_processor, chat_template=_QWEN3_VL_CHAT_TEMPLATE)
+    processor = timestamped_processor(tokenizer, _QWEN3_VL_CHAT_TEMPLATE, spec["image_size"], spec["video_size"])
     return model, processor
