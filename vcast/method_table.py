@@ -7,8 +7,6 @@ page and the registry disagree.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,10 +17,9 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
     guard_imports()
 
 from vcast.closed_pipe import run_command  # noqa: E402
-from vcast.doc_blocks import page_block, write_block  # noqa: E402
+from vcast.doc_blocks import block_command, page_block, write_block  # noqa: E402
 from vcast.registry import available_methods, method_facts, method_inputs, method_kind, method_params, method_variants  # noqa: E402
 
-logger = logging.getLogger(__name__)
 
 START = "<!-- method table: written by `python -m vcast.method_table --write`; do not edit by hand -->"
 END = "<!-- end of method table -->"
@@ -78,16 +75,7 @@ def write(page: Path = PAGE) -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vcast.method_table", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"rewrite the block in {PAGE.name} instead of printing")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if not args.write:
-        sys.stdout.write(method_table() + "\n")
-        return 0
-    logger.info("%s: %s", PAGE, "rewritten" if write() else "already up to date")
-    return 0
-
+    return block_command(argv, "python -m vcast.method_table", __doc__.splitlines()[0], PAGE, START, END, method_table)
 
 if __name__ == "__main__":
     sys.exit(run_command(main))

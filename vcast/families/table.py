@@ -7,8 +7,6 @@ and the registry disagree.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,12 +17,11 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
     guard_imports()
 
 from vcast.closed_pipe import run_command  # noqa: E402
-from vcast.doc_blocks import write_block  # noqa: E402
+from vcast.doc_blocks import block_command  # noqa: E402
 from vcast.families import Family, all_families  # noqa: E402
 from vcast.models.hybrid_methods import llm_method_refusal  # noqa: E402
 from vcast.registry import available_methods, is_llm_method  # noqa: E402
 
-logger = logging.getLogger(__name__)
 
 START = "<!-- family table: written by `python -m vcast.families.table --write`; do not edit by hand -->"
 END = "<!-- end of family table -->"
@@ -61,17 +58,8 @@ def family_table() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vcast.families.table", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"rewrite the block in {PAGE.name} instead of printing")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if not args.write:
-        sys.stdout.write(family_table() + "\n")
-        return 0
-    changed = write_block(PAGE, START, END, family_table())
-    logger.info("%s: %s", PAGE, "rewritten" if changed else "already up to date")
-    return 0
-
+    return block_command(argv, "python -m vcast.families.table", __doc__.splitlines()[0], PAGE, START, END,
+                         family_table)
 
 if __name__ == "__main__":
     sys.exit(run_command(main))

@@ -257,31 +257,6 @@ class VisionShape:
     head: bool = False
 
 
-def merging_vit_shape(config: Any) -> VisionShape:
-    """The Qwen families' ViT (patch embedding, blocks attending within each temporal patch, a 2x2 patch
-    merger, plus one merger per DeepStack layer where the config has them) from a config (object or dict)."""
-    vision = config_value(config, "vision_config")
-    patch, temporal = int(config_value(vision, "patch_size")), int(config_value(vision, "temporal_patch_size"))
-    return VisionShape(
-        kind="qwen_vit", hidden=int(config_value(vision, "hidden_size")), depth=int(config_value(vision, "depth")),
-        intermediate=int(config_value(vision, "intermediate_size")),
-        patch_values=int(config_value(vision, "in_channels", 3)) * temporal * patch * patch,
-        out_hidden=int(config_value(vision, "out_hidden_size")), merge=int(config_value(vision, "spatial_merge_size")),
-        mergers=1 + len(config_value(vision, "deepstack_visual_indexes", ())),
-    )
-
-
-def grid_units(inputs: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """One unit per row ``(t, h, w)`` of ``video_grid_thw`` / ``image_grid_thw`` (the Qwen
-    processors' grids): ``t`` temporal patches of ``h * w`` patches."""
-    units: list[tuple[int, int]] = []
-    for key in ("video_grid_thw", "image_grid_thw"):
-        grid = inputs.get(key)
-        if grid is not None:
-            units += [(int(t), int(h) * int(w)) for t, h, w in grid.tolist()]
-    return units
-
-
 def vision_frame_flops(shape: VisionShape, patches: int) -> float:
     """One frame (Qwen3-VL: one temporal patch) of ``patches`` patches, the encoder's own
     attention running within the frame (Qwen3-VL's ``cu_seqlens``, SigLIP's per-image batch)."""

@@ -66,12 +66,12 @@ def dry_run(arguments: Sequence[str], print_line: Any = print) -> int:
         partition = slurm_partition(primary)
     merged = "" if len(points) == len(jobs) else f" ({len(points)} grid points; a cell named at several runs once)"
     print_line(f"# {len(jobs)} cell(s), one job each{merged}; results in {results_root.resolve()}")
-    actions = [job_action(job, results_root) for job in jobs]
+    machine, cells = grid_problems(jobs, cwd)
+    actions = [job_action(job, results_root, cells.get(job.num, (None, None))[1]) for job in jobs]
     for job, action in zip(jobs, actions):
         print_line(f"{job.num:4d}  {job.spec.name if job.spec else '-'}  {action}")
     counts = Counter(action_kind(action) for action in actions)
     print_line("# " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
-    machine, cells = grid_problems(jobs, cwd)
     for problem in machine:
         print_line(f"# pre-flight: {problem}")
     target = str(launcher.get("_target_", ""))

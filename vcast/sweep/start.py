@@ -35,18 +35,19 @@ class PreflightFailed(SystemExit):
         super().__init__(2)
 
 
-def grid_problems(jobs: Sequence[GridJob], cwd: Optional[Path] = None) -> tuple[list[str], list[str]]:
+def grid_problems(jobs: Sequence[GridJob], cwd: Optional[Path] = None) -> tuple[list[str], dict[int, tuple[str, str]]]:
     """``(machine problems, cell problems)`` of a sweep's jobs: checkpoints, data and task folders
-    that are missing (each named once), then cells that are invalid or cannot run."""
+    that are missing (each named once), then, by job number, ``(cell, problem)`` of the cells that
+    are invalid or that pre-flight refuses (:func:`vcast.sweep.spec.preflight`, run once per job)."""
     from vcast.sweep.environment import data_problem, pretrained_problem
     from vcast.sweep.spec import preflight
 
     machine: dict[str, None] = {}  # ordered set
-    cells = []
+    cells: dict[int, tuple[str, str]] = {}
     checked: set[Any] = set()
     for job in jobs:
         if job.spec is None:
-            cells.append(f"job {job.num} ({' '.join(job.overrides)}): invalid: {job.error}")
+            cells[job.num] = (f"job {job.num} ({' '.join(job.overrides)})", f"invalid: {job.error}")
             continue
         spec = job.spec
         for key, check in ((("pretrained", spec.pretrained), lambda: pretrained_problem(spec.pretrained, cwd)),
@@ -61,7 +62,7 @@ def grid_problems(jobs: Sequence[GridJob], cwd: Optional[Path] = None) -> tuple[
                 machine[f"include path {folder} is not a folder"] = None
         problem = preflight(spec)
         if problem:
-            cells.append(f"{spec.name}: {problem}")
+            cells[job.num] = (spec.name, problem)
     return list(machine), cells
 
 
@@ -80,18 +81,17 @@ def sweep_machine_problems(words: Sequence[str], cwd: Optional[Path] = None) -> 
     return grid_problems(jobs, cwd)[0]
 
 
-def job_action(job: GridJob, results_root: Path) -> str:
+def job_action(job: GridJob, results_root: Path, problem: Optional[str] = None) -> str:
     """What the sweep will do with ``job``: ``run``, ``skip (finished)``, ``busy (running in
     <holder>)`` (another live job holds the cell: this one will not run it twice),
-    ``refuse (mismatch: ...)``, ``cannot run: ...`` (pre-flight refuses the cell itself, e.g. an
-    in-LLM method on a hybrid-attention model; its job records why without running) or ``invalid: ...``."""
+    ``refuse (mismatch: ...)``, ``cannot run: <problem>`` (the cell's pre-flight ``problem``, from
+    :func:`grid_problems`, e.g. an in-LLM method on a hybrid-attention model; its job records why
+    without running) or ``invalid: ...``."""
     from vcast.sweep.cell import identity_mismatch, is_complete, read_cell
     from vcast.sweep.execute import lock_holder
-    from vcast.sweep.spec import preflight
 
     if job.spec is None:
         return f"invalid: {job.error}"
-    problem = preflight(job.spec)
     if problem is not None:
         return f"cannot run: {problem}"
     cell_dir = results_root / job.spec.relative_dir
@@ -115,13 +115,13 @@ def check_and_plan(jobs: Sequence[GridJob], cfg: DictConfig, progress_dir: Optio
     strict = bool(cfg.get("preflight", True))
     for problem in machine:
         logger.log(logging.ERROR if strict else logging.WARNING, "pre-flight: %s", problem)
-    for problem in cells:
-        logger.warning("pre-flight: %s (its job records it)", problem)
+    for cell, problem in cells.values():
+        logger.warning("pre-flight: %s: %s (its job records it)", cell, problem)
     if machine and strict:
         logger.error("pre-flight: %d problem(s); no cell was started. Fix them, or run with preflight=false to "
                      "start anyway", len(machine))
         raise PreflightFailed()
-    actions = [job_action(job, results_root) for job in jobs]
+    actions = [job_action(job, results_root, cells.get(job.num, (None, None))[1]) for job in jobs]
     counts = Counter(action_kind(action) for action in actions)
     merged = "" if grid_points is None or grid_points == len(jobs) else (
         f" ({grid_points} grid points: a cell named at several, such as vanilla at every ratio, runs once)")

@@ -13,25 +13,12 @@ is the routed top-k experts plus the shared expert and its gate, on every layer.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from vcast.models.flops import LLMShape, VisionShape, config_value, grid_units, merging_vit_shape
-from vcast.models.flops import vision_flops as shape_flops
+from vcast.models.flops import LLMShape, config_value
+from vcast.models.merging_vit_flops import vision_flops, vision_shape, vision_units
 
-
-def vision_shape(config: Any) -> VisionShape:
-    """From a Qwen3.5 / Qwen3.5-MoE (no DeepStack: one merger) config (object or dict)."""
-    return merging_vit_shape(config)
-
-
-def vision_flops(config: Any, units: Sequence[tuple[int, int]]) -> float:
-    return shape_flops(vision_shape(config), units)
-
-
-def vision_units(config: Any, inputs: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """One unit per row ``(t, h, w)`` of ``video_grid_thw`` / ``image_grid_thw``."""
-    return grid_units(inputs)
-
+__all__ = ["llm_shape", "vision_flops", "vision_shape", "vision_units"]  # the vision ones: Qwen3-VL's ViT
 
 
 def llm_shape(config: Any) -> LLMShape:

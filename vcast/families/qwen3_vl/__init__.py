@@ -1,8 +1,8 @@
 """Qwen3-VL, dense and MoE (Qwen/Qwen3-VL-8B, -32B, -30B-A3B Instruct): the family the paper evaluates.
 
 Modules: :mod:`.adapter` (the pruning hooks' view of the model), :mod:`.plugin` (lmms-eval's
-``vcast_qwen3_vl``), :mod:`.tiny` (tiny checkpoints), :mod:`.flops` (the vision encoder's FLOPs
-shape), :mod:`.real_size` (the published configs the GPU kit builds).
+``vcast_qwen3_vl``), :mod:`.tiny` (tiny checkpoints), :mod:`.real_size` (the published configs the
+GPU kit builds); its FLOPs shape is the shared Qwen ViT's (:mod:`vcast.models.merging_vit_flops`).
 """
 
 from vcast.families.family import Family, PublishedModel
@@ -18,7 +18,7 @@ FAMILY = Family(
     plugin_args=("min_pixels", "max_pixels", "total_pixels", "system_prompt"),
     prompt_key="qwen3_vl",
     tiny="vcast.families.qwen3_vl.tiny",
-    flops="vcast.families.qwen3_vl.flops",
+    flops="vcast.models.merging_vit_flops",  # the Qwen ViT with its DeepStack mergers
     real_size="vcast.families.qwen3_vl.real_size:real_config",
     frames_per_step=2,
     min_frames=2,
