@@ -162,9 +162,12 @@ synth-data: $(STAMP)
 	$(BIN)/python scripts/make_synthetic_benchmark.py
 
 # Tiny random-weight checkpoints of the real classes, one per model family (each package of vcast/families
-# names one; checkpoints/tiny_<family>), for the demo and local smoke sweeps.
+# names one; checkpoints/tiny_<family>) and one per other arch a tiny model config loads (a family's second
+# arch: checkpoints/tiny_<arch>; the vLLM one has its own target above), for the demo and local smoke sweeps.
 FAMILIES := $(notdir $(patsubst %/,%,$(dir $(wildcard vcast/families/*/__init__.py))))
-tiny-checkpoints: $(FAMILIES:%=$(CHECKPOINTS)/tiny_%/config.json)
+CONFIG_ARCHS := $(filter-out %_vllm,$(patsubst checkpoints/tiny_%,%,$(shell grep -ho 'checkpoints/tiny_[a-z0-9_]*' configs/model/tiny_*.yaml)))
+TINY_ARCHS := $(sort $(FAMILIES) $(CONFIG_ARCHS))
+tiny-checkpoints: $(TINY_ARCHS:%=$(CHECKPOINTS)/tiny_%/config.json)
 
 $(CHECKPOINTS)/tiny_%/config.json: | $(STAMP)
 	$(BIN)/python scripts/make_tiny_checkpoint.py --arch $* --size tiny --out $(CHECKPOINTS)/tiny_$* --overwrite

@@ -3,6 +3,8 @@ differs from Qwen3-VL. A video is ONE run of ``T * P`` tokens (the segments must
 grid's ``T`` temporal patches of ``P`` tokens, also when ``generate`` drops ``video_grid_thw``),
 the temporal MRoPE is absolute time (``second_per_grid_ts``), and the ViT attends within windows
 over tokens it reorders window by window (the feature scores must come back in the LLM's order).
+FastVID's release for this model ranks by its own saliency (the last block's mean query against
+each merge unit's mean key), which the adapter computes for that version only.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import vcast  # noqa: E402
+from tests.support.greedy_reference import assert_hooked_equals_reference, greedy  # noqa: E402
+from tests.support.greedy_reference import reference as greedy_reference  # noqa: E402
 from tests.model_inputs import FPS, batch, clip  # noqa: E402
-from vcast.models.reference import encode, encoder_selection, full_positions, probe_video, pruned_inputs, survivors  # noqa: E402
+from vcast.models.reference import encode, encoder_selection, full_positions, probe_video  # noqa: E402
+from vcast.registry import method_inputs, method_params  # noqa: E402
 from vcast.tiny_checkpoints import build  # noqa: E402
 
 ARCH = "qwen2_5_vl"
 RATIO = 0.25
 NEW_TOKENS = 8
-GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-              return_dict_in_generate=True, output_logits=True)
 # Largest |hooked - reference| logit allowed: fp32 as in tests/test_models_generate.py; bf16 loose
 # enough for a different kernel order of equal math (measured: 0 on CPU), far below a changed decision.
 TOLERANCE = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
@@ -40,18 +43,11 @@ def tiny() -> tuple[Any, Any]:
 
 
 def generate(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        out = model.generate(**inputs, **GREEDY)
-    return out.sequences, torch.stack(out.logits)
+    return greedy(model, inputs, NEW_TOKENS)
 
 
 def reference(model: Any, inputs: Any, stats: Any, video_tokens: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """New tokens and logits of the pruned prompt fed to the model without hooks."""
-    with torch.no_grad():
-        kwargs = pruned_inputs(model, inputs, encode(model, inputs), survivors(stats, inputs["input_ids"]),
-                               video_tokens=video_tokens)
-    sequences, logits = generate(model, kwargs)
-    return sequences[:, kwargs["input_ids"].shape[1]:], logits
+    return greedy_reference(model, inputs, stats, NEW_TOKENS, video_tokens)
 
 
 def grid_layout(inputs: Any) -> list[tuple[int, int]]:
@@ -106,18 +102,7 @@ def test_hooked_generate_equals_the_hook_free_reference(tiny: tuple[Any, Any], m
         model = copy.deepcopy(model).to(dtype)
     assert {p.dtype for p in model.parameters()} == {dtype}
     inputs = batch(ARCH, processor, ["What moves?"], [clip(8, 128)])
-    length = inputs["input_ids"].shape[1]
-    expected = encoder_selection(model, inputs, method, RATIO)
-    with vcast.models.attach(model, method, RATIO) as handle:
-        sequences, logits = generate(model, inputs)
-        stats = handle.stats
-    (video,) = stats.segments
-    assert video.keep.tolist() == expected.keep.tolist() and video.merged == expected.merges
-    assert video.kept < video.total
-    tokens, ref_logits = reference(model, inputs, stats, expected.tokens if expected.merges else None)
-    assert sequences[:, length:].tolist() == tokens.tolist()
-    assert logits.dtype == ref_logits.dtype
-    torch.testing.assert_close(logits.float(), ref_logits.float(), **TOLERANCE[dtype])
+    assert_hooked_equals_reference(model, inputs, method, RATIO, NEW_TOKENS, TOLERANCE[dtype])
 
 
 def test_the_kept_tokens_mrope_follows_second_per_grid_ts(tiny: tuple[Any, Any]) -> None:
@@ -233,3 +218,160 @@ def test_the_published_config_builds() -> None:
     assert sum(text.rope_parameters["mrope_section"]) == text.hidden_size // text.num_attention_heads // 2
     assert (vision.depth, vision.window_size, list(vision.fullatt_block_indexes)) == (32, 112, [7, 15, 23, 31])
     assert (config.video_token_id, vision.tokens_per_second, vision.out_hidden_size) == (151656, 2, 3584)
+
+
+# FastVID official version="qwen2_5_vl": the release's own saliency through the model ---------------
+# T = 4 temporal patches: DySeg's c = 4 (the release's topk(s, c - 1) needs T - 1 >= c - 1).
+FASTVID_RELEASE = dict(variant="official", version="qwen2_5_vl", num_segments=4)
+
+
+def _last_block_qk(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rotated queries, rotated keys ``[N, H, d]`` of the last ViT block, recomputed here from its
+    own ``qkv`` weights and rotary inputs in the window order the block sees; the encoder's tokens
+    ``[T * P, D]``)."""
+    attention = model.model.visual.blocks[-1].attn
+    seen: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = []
+    hook = attention.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append((kwargs.get("hidden_states", args[0] if args else None),
+                                                  kwargs["position_embeddings"])), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            tokens = encode(model, inputs)["video"].pooler_output[0]
+    finally:
+        hook.remove()
+    ((hidden, (cos, sin)),) = seen
+    heads = attention.num_heads
+    with torch.no_grad():
+        q, k, _ = torch.nn.functional.linear(hidden, attention.qkv.weight, attention.qkv.bias).view(
+            hidden.shape[0], 3, heads, -1).unbind(1)
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:  # in float32, cast back, as the ViT rotates
+        half = x.shape[-1] // 2
+        turned = torch.cat([-x[..., half:], x[..., :half]], -1).float()
+        return (x.float() * cos[:, None].float() + turned * sin[:, None].float()).to(x.dtype)
+
+    return rotate(q), rotate(k), tokens
+
+
+def _release_saliency(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the release's saliency ``[T, P]`` in the LLM's order, computed in this test; the encoder's
+    tokens ``[T, P, D]``): per temporal patch, the mean query against each 2x2 unit's mean key,
+    softmax, head mean (FastVID @a40a109 L193-203), then the merger's reverse order (L589-594)."""
+    from transformers.vision_utils import get_vision_window_index
+
+    from baselines.fastvid.qwen2_5_vl_saliency import mean_query_saliency
+
+    ((frames, per_frame),) = grid_layout(inputs)
+    q, k, tokens = _last_block_qk(model, inputs)
+    window_order = mean_query_saliency(q, k, frames)  # the units in the order the block sees them
+    vision = model.config.vision_config
+    index, _ = get_vision_window_index(inputs["video_grid_thw"], vision.spatial_merge_size, vision.window_size,
+                                       vision.patch_size)
+    raster = window_order.reshape(-1)[torch.argsort(index)].view(frames, per_frame)
+    # The same numbers written another way (einsum over heads), so the helper is not graded by itself.
+    heads, dim = q.shape[1], q.shape[2]
+    mean_q = q.float().view(frames, -1, heads, dim).mean(1)  # [T, H, d]
+    unit_k = k.float().view(frames, per_frame, 4, heads, dim).mean(2)  # [T, P, H, d]
+    again = (torch.einsum("thd,tphd->thp", mean_q, unit_k) / dim**0.5).softmax(-1).mean(1)
+    torch.testing.assert_close(window_order.float(), again, rtol=2e-2 if q.dtype == torch.bfloat16 else 1e-5,
+                               atol=1e-3 if q.dtype == torch.bfloat16 else 1e-7)
+    assert not torch.equal(raster.reshape(-1), window_order.reshape(-1))  # the windows do reorder the units
+    return raster, tokens.view(frames, per_frame, -1)
+
+
+def test_fastvid_qwen2_5_vl_needs_the_release_saliency_only() -> None:
+    """Only official version="qwen2_5_vl" asks the model for the mean-query saliency (and then not
+    for the column means); the other versions and variants keep theirs."""
+    assert method_inputs("fastvid", **FASTVID_RELEASE) == ("vision_mean_query_attention",)
+    assert method_inputs("fastvid", variant="official", version="llava_video") == ("vision_attention",)
+    assert method_inputs("fastvid", variant="official") == method_inputs("fastvid") == ("vision_attention",)
+    assert method_inputs("fastvid", variant="vidcom2_qwen") == ()
+    assert "vision_mean_query_attention" not in method_params("fastvid")  # a model input, not a parameter
+
+
+def test_fastvid_qwen2_5_vl_gets_the_release_saliency_through_the_model(tiny: tuple[Any, Any],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under attach, FastVID official version="qwen2_5_vl" is fed the last block's mean-query saliency
+    in the LLM's order (computed here from the block's own weights), not the column mean the other
+    methods get; the hooked run keeps (and merges into) exactly the tokens the compressor chooses on
+    the encoder's own tokens with that saliency, and generates what the pruned prompt fed without
+    hooks generates."""
+    import baselines.fastvid.method as fastvid
+
+    model, processor = tiny
+    inputs = batch(ARCH, processor, ["What moves?"], [clip(8, 128)])
+    ((frames, per_frame),) = grid_layout(inputs)
+    length = inputs["input_ids"].shape[1]
+    saliency, tokens = _release_saliency(model, inputs)
+    expected = vcast.select(tokens, RATIO, method="fastvid", vision_mean_query_attention=saliency, **FASTVID_RELEASE)
+    assert expected.merges and 0 < expected.keep.numel() < frames * per_frame
+
+    fed, official = [], fastvid.official_select
+
+    def spy(frames: torch.Tensor, ratio: float, version: str, given: torch.Tensor, **rest: Any) -> Any:
+        fed.append(given.clone())  # what our own dispatch hands the release's compressor
+        return official(frames, ratio, version, given, **rest)
+
+    with vcast.models.attach(model, "fastvid", RATIO, **FASTVID_RELEASE) as handle:
+        assert handle._probe.mean_query and not handle._probe.attention  # no column means computed for it
+        monkeypatch.setattr(fastvid, "official_select", spy)  # after attach's own check on a stand-in video
+        sequences, logits = generate(model, inputs)
+        stats = handle.stats
+    (given,) = fed
+    assert torch.equal(given, saliency)
+    column_means = _scores(model, inputs).attention.view(frames, per_frame)
+    assert not torch.allclose(given, column_means, rtol=1e-2, atol=1e-3)  # another input altogether
+
+    (video,) = stats.segments
+    assert video.keep.tolist() == expected.keep.tolist() and video.merged
+    ref_tokens, ref_logits = reference(model, inputs, stats, expected.tokens)
+    assert sequences[:, length:].tolist() == ref_tokens.tolist()
+    torch.testing.assert_close(logits, ref_logits, **TOLERANCE[torch.float32])
+
+
+def test_fastvid_qwen2_5_vl_saliency_keeps_the_bf16_models_dtype(tiny: tuple[Any, Any]) -> None:
+    """In a bf16 model the adapter's saliency is the release's bf16 values (computed here), which the
+    compressor ranks by as they are (the reference selection reads the same probe as attach)."""
+    base, processor = tiny
+    model = copy.deepcopy(base).to(torch.bfloat16)
+    inputs = batch(ARCH, processor, ["What moves?"], [clip(8, 128)])
+    saliency, tokens = _release_saliency(model, inputs)
+    probed = _scores(model, inputs).mean_query_attention
+    assert probed.dtype == torch.bfloat16 and torch.equal(probed.view_as(saliency), saliency)
+    expected = vcast.select(tokens, RATIO, method="fastvid", vision_mean_query_attention=saliency, **FASTVID_RELEASE)
+    chosen = encoder_selection(model, inputs, "fastvid", RATIO, **FASTVID_RELEASE)
+    assert chosen.keep.tolist() == expected.keep.tolist() and torch.equal(chosen.tokens, expected.tokens)
+
+
+def test_fastvid_qwen2_5_vl_is_refused_where_no_adapter_computes_its_saliency() -> None:
+    """LLaVA-OneVision's adapter (and Qwen3-VL's) does not compute the release's saliency: attach
+    refuses the version there, naming the family and the input, and leaves no hook behind."""
+    from vcast.families import get_family
+    from vcast.models.attached import attached_handle
+    from vcast.models.vision_probe import MEAN_QUERY_ATTENTION, supplies
+
+    assert supplies(get_family(ARCH).load("adapter"), MEAN_QUERY_ATTENTION)
+    assert not supplies(get_family("qwen3_vl").load("adapter"), MEAN_QUERY_ATTENTION)
+    model, _ = build("llava_onevision", "tiny", seed=0)
+    with pytest.raises(ValueError, match=r"^LLaVA-OneVision: method 'fastvid' .*'version': 'qwen2_5_vl'.* ranks by "
+                                         r"vision_mean_query_attention.*adapters that do: Qwen2\.5-VL\)"):
+        vcast.models.attach(model, "fastvid", 0.9, **FASTVID_RELEASE)  # 0.9: attach's stand-in check is quicker
+    assert attached_handle(model) is None
+    assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
+
+
+def test_the_sweep_preflight_refuses_the_release_saliency_where_no_adapter_computes_it() -> None:
+    """FastVID official version qwen2_5_vl reads an input only this family's adapter computes: the
+    sweep refuses its cells on another family before any job, with attach's reason."""
+    from vcast.sweep.cell import CellSpec
+    from vcast.sweep.spec import preflight
+
+    def spec(plugin: str) -> CellSpec:
+        return CellSpec(experiment="t", model="m", plugin=plugin, pretrained="unused", prompt_key="k", model_args={},
+                        method="fastvid", method_id="fastvid", method_params={"version": "qwen2_5_vl"},
+                        ratio=RATIO, frames=8, task="vcast_synth", lmms_tasks=["vcast_synth"], variant="official")
+
+    assert preflight(spec("vcast_qwen2_5_vl")) is None
+    refusal = preflight(spec("vcast_qwen3_vl"))
+    assert refusal is not None and refusal.startswith("Qwen3-VL: method 'fastvid'")
+    assert "vision_mean_query_attention" in refusal and "adapters that do: Qwen2.5-VL" in refusal

@@ -1,7 +1,8 @@
 """Qwen3.5 (dense and MoE): pruning before a hybrid language model (Gated DeltaNet + gated softmax
 attention) equals the pruned prompt fed to an untouched model, in float32 and bfloat16; a
-left-padded batch equals each sample alone; the in-LLM methods are refused with the reason; the
-FLOPs count linear-attention layers by their own formula.
+left-padded batch equals each sample alone; on the 4-layer tiny model (its one softmax layer is the
+last) every in-LLM method is refused with the reason (``test_hybrid_llm_methods.py`` runs those that
+apply on an 8-layer one); the FLOPs count linear-attention layers by their own formula.
 
 The models are the tiny random-weight checkpoints of the real transformers classes, built in
 memory (:func:`vcast.tiny_checkpoints.build`), with the real processors and a generated clip.
@@ -19,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import vcast  # noqa: E402
+from tests.support.greedy_reference import greedy  # noqa: E402
 from tests.model_inputs import batch, clip  # noqa: E402
 from vcast.families import family_of, get_family  # noqa: E402
 from vcast.models.attached import attached_handle  # noqa: E402
@@ -41,8 +43,6 @@ from vcast.tiny_checkpoints import build  # noqa: E402
 ARCHS = ("qwen3_5", "qwen3_5_moe")
 RATIO = 0.25
 NEW_TOKENS = 8
-GREEDY = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-              return_dict_in_generate=True, output_logits=True)
 LLM_METHODS = [name for name in vcast.available_methods() if is_llm_method(name)]
 
 
@@ -53,9 +53,7 @@ def tiny() -> dict[str, tuple[Any, Any]]:
 
 
 def generate(model: Any, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        out = model.generate(**inputs, **GREEDY)
-    return out.sequences, torch.stack(out.logits)
+    return greedy(model, inputs, NEW_TOKENS)
 
 
 def test_the_tiny_models_keep_the_hybrid_layout(tiny: dict) -> None:
@@ -128,23 +126,37 @@ def test_left_padded_batch_matches_each_sample_alone(arch: str, tiny: dict) -> N
     assert dropped[0] != dropped[1] and all(d > 0 for d in dropped)
 
 
+# FlashVID has no official defaults for Qwen3.5: its values given, with the stage before the last layer
+LLM_PARAMS = {"flashvid": dict(layer=3, llm_retention=0.5, min_segment_num=2, selection="attn_div")}
+
+
 @pytest.mark.parametrize("method", LLM_METHODS)
 def test_in_llm_methods_are_refused_naming_the_family_and_the_reason(method: str, tiny: dict) -> None:
+    """Layers 0-2 are linear attention and layer 3, the last, is the only softmax layer: no stage can
+    read scores there and drop after it, so no value of any method's layer parameter works."""
     model, _ = tiny["qwen3_5"]
+    params = LLM_PARAMS.get(method, {})
     with pytest.raises(ValueError, match=rf"method '{method}'.*Qwen3\.5.*linear attention") as error:
-        vcast.models.attach(model, method, 0.5)
-    assert "no attention scores" in str(error.value)
+        vcast.models.attach(model, method, 0.5, **params)
+    assert "no attention scores" in str(error.value) and "'linear_attention' layer" in str(error.value)
+    assert str(error.value).endswith("prune before the language model instead")
+    assert str(error.value) == llm_method_refusal("qwen3_5", method, params, ratio=0.5,
+                                                  layer_types=model.config.text_config.layer_types)
     hooks = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
     assert attached_handle(model) is None and hooks == 0  # refused before any hook was placed
 
 
-def test_the_refusal_is_a_family_fact() -> None:
+def test_the_refusal_depends_on_the_layers_and_the_parameters() -> None:
     qwen35, qwen3vl = get_family("qwen3_5"), get_family("qwen3_vl")
     assert qwen35.hybrid_attention and not qwen3vl.hybrid_attention
-    assert "Qwen3.5" in llm_method_refusal(qwen35, "fastv")
+    # without a model's layer types: judged on the published models, with the method's defaults
+    refusal = llm_method_refusal(qwen35, "fastv")
+    assert "Qwen3.5-27B" in refusal and "layer=4" in refusal
     assert llm_method_refusal("qwen3_5", "pdrop") == llm_method_refusal(qwen35, "pdrop")
+    assert llm_method_refusal(qwen35, "fastv", {"layer": 4}) is None  # layer 3 is softmax in both
     assert llm_method_refusal(qwen35, "vcast") is None and llm_method_refusal(qwen35, "visionzip") is None
     assert llm_method_refusal(qwen3vl, "fastv") is None
+    assert llm_method_refusal(qwen3vl, "fastv", layer_types=["full_attention"] * 36) is None
     with pytest.raises(ValueError):
         llm_method_refusal(qwen35, "no_such_method")
 

@@ -24,6 +24,7 @@ from vcast.gpucheck.__main__ import GPU_BUDGET_S, gpu_settings
 from vcast.gpucheck.results import OUTPUT_FILES, Budget, Report, Table, to_csv
 from vcast.gpucheck.selection import token_methods
 from vcast.gpucheck.smoke import compare_decodes
+from vcast.families import all_archs
 
 REPO = Path(__file__).resolve().parents[1]
 # Harness-only packages the kit must not need (the lent GPU machines have none of them).
@@ -45,6 +46,7 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared_once(tmp_path_factory, "gpu-check", run) / "kit"
 
 
+@pytest.mark.slow  # the kit's CPU mode, once (slow tests of a module start apart: conftest.py)
 def test_cpu_mode_writes_every_file_and_checks_every_method(cpu_run: Path) -> None:
     assert sorted(p.name for p in cpu_run.iterdir()) == sorted(OUTPUT_FILES) and len(OUTPUT_FILES) <= 8
     environment = json.loads((cpu_run / "environment.json").read_text())
@@ -53,8 +55,9 @@ def test_cpu_mode_writes_every_file_and_checks_every_method(cpu_run: Path) -> No
     checks = (cpu_run / "checks.md").read_text()
     for method in vcast.available_methods():
         assert f"| smoke/qwen3_vl/{method} | pass |" in checks, method
-    for arch in ("qwen3_vl_moe", "llava_onevision"):
-        assert f"| smoke/{arch}/vcast | pass |" in checks
+    for arch in all_archs():  # every family's tiny checkpoint, the paper's and the others
+        assert f"| smoke/{arch}/vcast | pass |" in checks, arch
+        assert f"| smoke/{arch}/fewer_frames | pass |" in checks, arch
     assert "| cuda-tests | skipped | CPU mode" in checks
     assert "| memory/eager-guard | pass |" in checks and "| memory/fastv |" in checks and "| memory/pdrop |" in checks
     from transformers import Qwen3VLForConditionalGeneration
@@ -65,12 +68,16 @@ def test_cpu_mode_writes_every_file_and_checks_every_method(cpu_run: Path) -> No
         assert "has no mm_encoder_outputs (5.18+)" in checks
 
 
+@pytest.mark.slow  # the kit's CPU mode, once (slow tests of a module start apart: conftest.py)
 def test_cpu_mode_efficiency_table_has_every_method_with_finite_numbers(cpu_run: Path) -> None:
     rows = list(csv.DictReader((cpu_run / "efficiency.csv").open()))
     cells = {(r["family"], int(r["frames"]), r["method"]) for r in rows}
     expected = {("Qwen3-VL", frames, label) for frames in (32, 64) for label, _, _ in efficiency.QWEN_METHODS}
     expected |= {("LLaVA-OneVision", 32, label) for label, _, _ in efficiency.LLAVA_METHODS}
+    others = models.other_published_models()
+    expected |= {(family.display, 32, label) for family, _ in others for label, _, _ in efficiency.FAMILY_METHODS}
     assert cells == expected
+    assert {r["model"] for r in rows} >= {f"{published.display} (tiny config)" for _, published in others}
     for row in rows:
         for column in ("vision_ms", "selection_ms", "prefill_ms", "ttft_ms", "decode_ms", "total_ms",
                        "peak_memory_mib", "items_per_s", "prefill_vs_vanilla", "memory_vs_vanilla",
@@ -97,6 +104,7 @@ def test_cpu_mode_efficiency_table_has_every_method_with_finite_numbers(cpu_run:
     assert all(math.isfinite(float(r["prefill_saved_ms"])) for r in selection)
 
 
+@pytest.mark.slow  # the kit's CPU mode, once (slow tests of a module start apart: conftest.py)
 def test_cpu_mode_pipeline_table_compares_serial_and_prefetched_passes(cpu_run: Path) -> None:
     """Both methods, serial and prefetched, with the same inputs, kept tokens and (on the CPU) new
     tokens; the table ends efficiency.md."""
@@ -150,7 +158,7 @@ def test_pipeline_part_is_skipped_naming_the_missing_package(tmp_path: Path, mon
 def _blocks(rows: list[dict[str, str]]) -> dict[tuple[str, str], list[dict[str, str]]]:
     blocks: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in rows:
-        blocks.setdefault((row["family"], row["frames"]), []).append(row)
+        blocks.setdefault((row["model"], row["frames"]), []).append(row)
     return blocks
 
 
@@ -186,6 +194,15 @@ def test_the_real_configs_are_the_published_ones_not_transformers_defaults() -> 
         3584, 28, 384)
     tiny = models.model_config("qwen3_vl", "tiny")
     assert tiny.text_config.hidden_size == 64 and tiny.vision_config.out_hidden_size == 64
+    qwen25 = models.model_config("qwen2_5_vl", "real")
+    assert (qwen25.text_config.hidden_size, qwen25.text_config.num_hidden_layers, qwen25.vision_config.depth,
+            list(qwen25.vision_config.fullatt_block_indexes)) == (3584, 28, 32, [7, 15, 23, 31])
+    qwen35 = models.model_config("qwen3_5", "real")
+    assert (qwen35.text_config.hidden_size, qwen35.text_config.num_hidden_layers) == (5120, 64)
+    assert qwen35.text_config.layer_types[:4] == ["linear_attention"] * 3 + ["full_attention"]
+    moe = models.model_config("qwen3_5_moe", "tiny")  # the tiny widths keep the experts and the layer pattern
+    assert moe.text_config.num_experts == 4 and "linear_attention" in moe.text_config.layer_types
+    assert moe.vision_config.out_hidden_size == moe.text_config.hidden_size
 
 
 def test_prompts_have_the_real_token_counts() -> None:
@@ -206,6 +223,27 @@ def test_prompts_have_the_real_token_counts() -> None:
     assert inputs["pixel_values_videos"].shape == (1, 32, 3, 384, 384)
     with pytest.raises(ValueError, match="384"):
         models.video_inputs(llava, 32, 448, cpu, torch.bfloat16)
+
+
+def test_each_family_lays_out_the_kit_prompt_as_its_processor_does() -> None:
+    """Qwen2.5-VL: one vision_start, one run of 16 x 16 x 16 tokens (28 px merged patches), its seconds
+    per temporal patch; Qwen3.5: Qwen3-VL's timestamped layout; sides rounded to the merged patch."""
+    cpu = torch.device("cpu")
+    qwen25 = models.model_config("qwen2_5_vl", "real")
+    assert models.fitting_side(qwen25, 448) == 448 and models.fitting_side(qwen25, 128) == 112
+    inputs = models.video_inputs(qwen25, 32, 448, cpu, torch.bfloat16)
+    video = inputs["input_ids"][0] == qwen25.video_token_id
+    assert int(video.sum()) == 16 * 16 * 16 and int((inputs["input_ids"] == qwen25.vision_start_token_id).sum()) == 1
+    start = int(video.nonzero()[0])
+    assert bool(video[start : start + 4096].all())  # one run
+    assert inputs["second_per_grid_ts"].tolist() == [1.0] and inputs["video_grid_thw"].tolist() == [[16, 32, 32]]
+    assert inputs["pixel_values_videos"].shape == (16 * 32 * 32, 3 * 2 * 14 * 14)
+    qwen35 = models.model_config("qwen3_5", "real")
+    inputs = models.video_inputs(qwen35, 32, 448, cpu, torch.bfloat16)
+    assert int((inputs["input_ids"] == qwen35.vision_start_token_id).sum()) == 16
+    assert int((inputs["mm_token_type_ids"] == 2).sum()) == models.video_tokens(qwen35, 32, 448) == 3136
+    with pytest.raises(ValueError, match="side of 28 px"):
+        models.video_inputs(qwen25, 32, 448 + 16, cpu, torch.bfloat16)
 
 
 def test_the_paper_ratios_come_from_paper_tables() -> None:
@@ -241,6 +279,7 @@ def test_gpu_mode_settings_fit_the_issue() -> None:
     settings = gpu_settings(torch.device("cuda"))
     assert settings.dtype == torch.bfloat16 and settings.runs >= 5 and settings.warmup >= 1
     assert settings.qwen_frames == (32, 64) and settings.qwen_side == 448 and settings.llava_frames == (32,)
+    assert settings.smoke_full == all_archs() and settings.family_frames == (32,)
     assert settings.selection_frames == (32, 64, 128) and settings.budget_s == GPU_BUDGET_S < 8 * 60
     assert PARTS == ("tests", "smoke", "memory", "efficiency", "selection", "pipeline")
 

@@ -23,7 +23,8 @@ from vcast.models.attention_rows import attention_rows  # noqa: E402
 from vcast.families import family_for_arch  # noqa: E402
 from vcast.tiny_checkpoints import ARCHS as ALL_ARCHS  # noqa: E402
 
-# The rows serve the in-LLM methods, which hybrid-attention families refuse (vcast.models.hybrid_methods).
+# The rows of the paper's softmax families; a hybrid family's (read at its softmax layers only) are
+# tested in tests/test_hybrid_llm_methods.py.
 ARCHS = tuple(arch for arch in ALL_ARCHS if not family_for_arch(arch).hybrid_attention)
 
 

@@ -287,12 +287,16 @@ def test_baseline_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path,
 
 @pytest.mark.slow
 def test_in_llm_method_configs_sweep_on_tiny_llava(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
-    """Every in-LLM method config through the sweep and the lmms-eval plugin on the tiny LLaVA-OneVision
-    (make demo-full runs them on the demo Qwen3-VL): each cell ok, and fewer tokens per layer than entered."""
+    """In-LLM method configs through the sweep and the lmms-eval plugin on the tiny LLaVA-OneVision: a
+    multi-stage drop (PDrop), one that recycles dropped tokens (SparseVLM) and one with its own schedule
+    (FrameFusion); each cell ok, and fewer tokens per layer than entered. Every in-LLM method runs
+    through the plugin in tests/test_eval_plugins.py, and the other in-LLM configs compose into the demo
+    grid's cells (test_every_experiment_composes_into_valid_cells[demo_full]; make demo-full runs them)."""
     import vcast
     from vcast.registry import is_llm_method
 
-    methods = sorted(m for m in vcast.available_methods() if is_llm_method(m))
+    methods = ["framefusion", "pdrop", "sparsevlm"]
+    assert all(is_llm_method(m) and m in vcast.available_methods() for m in methods)
     command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "experiment=demo", "model=tiny_llava_ov",
                f"model.pretrained={tiny_dirs['llava_onevision']}", "frames=8", "limit=2", "ratio=0.6",
                "task=vcast_synth", f"method={','.join(methods)}", "-m"]  # 0.6: PDrop's layer average is reachable on 2 layers

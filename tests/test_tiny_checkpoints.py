@@ -205,7 +205,7 @@ def test_build_does_not_touch_global_rng(tmp_path: Path) -> None:
     assert torch.equal(torch.rand(3), expected)
 
 
-@pytest.mark.parametrize(("arch", "size", "bad"), [("qwen2_vl", "tiny", "qwen2_vl"), ("qwen3_vl", "huge", "huge")])
+@pytest.mark.parametrize(("arch", "size", "bad"), [("qwen2_audio", "tiny", "qwen2_audio"), ("qwen3_vl", "huge", "huge")])
 def test_bad_arch_or_size_raises(arch: str, size: str, bad: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=bad):
         build_tiny_checkpoint(arch, size, tmp_path / "x")

@@ -131,10 +131,10 @@ class VideoTokenReader:
         from vcast.models.reference import encode
 
         with torch.no_grad():
-            if "min_pixels" in self.family.plugin_args:  # the plugin resizes frames to a pixel budget
-                inputs, num_frames, per_frame = self._merged_inputs(str(video), frames, max_pixels, min_pixels)
-            else:  # the processor resizes to the tower's one input size
+            if self.family.fixed_resolution:  # the processor resizes to the tower's one input size
                 inputs, num_frames, per_frame = self._pooled_inputs(str(video), frames)
+            else:  # the plugin resizes frames to a pixel budget
+                inputs, num_frames, per_frame = self._merged_inputs(str(video), frames, max_pixels, min_pixels)
             inputs = {key: value.to(self.device) if isinstance(value, torch.Tensor) else value
                       for key, value in inputs.items()}
             pooled = flat_tokens(encode(self.model, inputs)["video"].pooler_output)

@@ -13,6 +13,13 @@ others). They are keyword-only arguments of the compressor, not user parameters:
   LLM token grid like the tokens themselves.
 - ``vision_keys``: float ``[T, P, d]``, that layer's keys averaged over heads (pre-projector
   features, VisionZip's merge metric), pooled the same way.
+- ``vision_mean_query_attention``: float ``[T, P]`` in the model's dtype, per temporal patch the
+  attention of its mean query to each merge unit's mean key in the vision encoder's last block,
+  averaged over heads (FastVID's Qwen2.5-VL release, :func:`vcast.models.vision_probe.mean_query_attention`).
+  Only some families' adapters compute it; ``attach`` refuses a method that needs it elsewhere.
+
+A method's inputs may depend on its variant (``variant_inputs``) and on one of its parameters
+(``param_inputs``): :func:`method_inputs` takes the parameters a run uses.
 
 An **in-LLM method** works inside the language model, so it registers a *planner* instead
 (:func:`register_llm_method`): ``planner(ratio, llm, **params) -> LLMPlan``
@@ -48,15 +55,19 @@ _IN_LLM: set[str] = set()
 _INPUT: set[str] = set()
 _VARIANTS: dict[str, tuple[str, ...]] = {}
 _VARIANT_INPUTS: dict[str, dict[str, tuple[str, ...]]] = {}
+# (variant, parameter, value) -> the inputs of that variant run with that parameter value.
+ParamInputs = dict[tuple[str, str, Any], tuple[str, ...]]
+_PARAM_INPUTS: dict[str, ParamInputs] = {}
 _FACTS: dict[str, MethodFacts] = {}
-MODEL_INPUTS = ("grid", "vision_attention", "vision_keys")
+MODEL_INPUTS = ("grid", "vision_attention", "vision_keys", "vision_mean_query_attention")
 _PLUGIN_PACKAGES = ("vcast.methods", "baselines")
 _plugins_loaded = False
 
 
 def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str, ...] = (PAPER,),
                     variant_inputs: Optional[dict[str, tuple[str, ...]]] = None,
-                    facts: Optional[MethodFacts] = None) -> Callable[[Compressor], Compressor]:
+                    facts: Optional[MethodFacts] = None,
+                    param_inputs: Optional[ParamInputs] = None) -> Callable[[Compressor], Compressor]:
     """Decorator: make ``fn`` available as ``vcast.select(..., method=name)``.
 
     ``inputs``: the model inputs (names from ``MODEL_INPUTS``) the adapters must supply; each is
@@ -67,30 +78,42 @@ def register_method(name: str, inputs: tuple[str, ...] = (), variants: tuple[str
     Qwen ports rank by token norms and need none), so the adapters compute nothing unused.
     ``facts``: its display name, paper and the code each variant follows (:mod:`vcast.method_facts`);
     a method registered without them is shown under its name.
+    ``param_inputs``: ``{(variant, parameter, value): inputs}``, the inputs of a variant run with
+    that value of one of its parameters, ahead of ``variant_inputs`` (FastVID's ``official``
+    ``version="qwen2_5_vl"`` ranks by that release's own saliency).
     """
     variant_inputs = dict(variant_inputs or {})
+    param_inputs = dict(param_inputs or {})
     facts = facts or MethodFacts()
     facts.check(name, tuple(variants))
-    unknown = sorted(set(inputs).union(*variant_inputs.values()) - set(MODEL_INPUTS))
+    unknown = sorted(set(inputs).union(*variant_inputs.values(), *param_inputs.values()) - set(MODEL_INPUTS))
     if unknown:
         raise ValueError(f"method {name!r} declares unknown model input(s) {unknown}; known: {MODEL_INPUTS}")
     _check_variants_declared(name, variants)
-    stray = sorted(set(variant_inputs) - set(variants))
+    stray = sorted(set(variant_inputs) - set(variants)) + sorted(
+        {variant for variant, _, _ in param_inputs} - set(variants))
     if stray:
         raise ValueError(f"method {name!r} declares inputs for variants {stray} it does not have")
 
     def decorator(fn: Compressor) -> Compressor:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"method {name!r} is already registered by {_REGISTRY[name].__module__}")
-        missing = [i for i in inputs if i not in inspect.signature(fn).parameters]
+        accepted = inspect.signature(fn).parameters
+        every_input = set(inputs).union(*variant_inputs.values(), *param_inputs.values())
+        missing = sorted(i for i in every_input if i not in accepted)
         if missing:
             raise ValueError(f"method {name!r} declares inputs {missing} that {fn.__name__} does not take")
+        unknown_params = sorted({param for _, param, _ in param_inputs if param not in accepted})
+        if unknown_params:
+            raise ValueError(f"method {name!r} declares inputs for parameters {unknown_params} that "
+                             f"{fn.__name__} does not take")
         if len(variants) > 1 and "variant" not in inspect.signature(fn).parameters:
             raise ValueError(f"method {name!r} declares variants {variants} but {fn.__name__} takes no 'variant'")
         _REGISTRY[name] = fn
         _INPUTS[name] = tuple(inputs)
         _VARIANTS[name] = tuple(variants)
         _VARIANT_INPUTS[name] = {variant: tuple(needed) for variant, needed in variant_inputs.items()}
+        _PARAM_INPUTS[name] = {key: tuple(needed) for key, needed in param_inputs.items()}
         _FACTS[name] = facts
         return fn
 
@@ -210,11 +233,23 @@ def get_method(name: str) -> Compressor:
     return _REGISTRY[name]
 
 
-def method_inputs(name: str, variant: Optional[str] = None) -> tuple[str, ...]:
+def method_inputs(name: str, /, variant: Optional[str] = None, **params: Any) -> tuple[str, ...]:
     """The model inputs (see the module docstring) that method ``name`` needs (in ``variant``,
-    when that variant needs others)."""
+    when that variant needs others; with ``params``, the run's other parameters, when one of
+    them changes them). Pass a run's parameters whole: ``method_inputs(name, **params)``."""
     get_method(name)
+    for (for_variant, param, value), needed in _PARAM_INPUTS.get(name, {}).items():
+        if for_variant == variant and param in params and params[param] == value:
+            return needed
     return _VARIANT_INPUTS.get(name, {}).get(variant, _INPUTS[name])
+
+
+def _all_inputs(name: str) -> set[str]:
+    """Every model input method ``name`` takes in any variant or with any parameters (none for an
+    in-LLM method, whose planner takes none)."""
+    if name in _IN_LLM:
+        return set()
+    return set(_INPUTS[name]).union(*_VARIANT_INPUTS.get(name, {}).values(), *_PARAM_INPUTS.get(name, {}).values())
 
 
 def method_variants(name: str) -> tuple[str, ...]:
@@ -226,7 +261,7 @@ def method_variants(name: str) -> tuple[str, ...]:
 def method_params(name: str) -> dict[str, Any]:
     """The keyword parameters of method ``name`` with their defaults (model inputs excluded)."""
     signature = inspect.signature(get_method(name))
-    inputs = () if name in _IN_LLM else _INPUTS[name]
+    inputs = _all_inputs(name)
     return {
         p.name: p.default
         for p in signature.parameters.values()
@@ -245,8 +280,8 @@ def check_params(name: str, params: dict[str, Any], allow_inputs: bool = False) 
     if "variant" in params:  # every method takes it; one with only "paper" takes nothing else
         check_variant(name, params["variant"], _VARIANTS[name])
         accepted = {**accepted, "variant": PAPER}
-    inputs = () if name in _IN_LLM else _INPUTS[name]
-    given_inputs = sorted(set(params) & set(inputs))
+    inputs = _all_inputs(name)
+    given_inputs = sorted(set(params) & inputs)
     if given_inputs and not allow_inputs:
         raise ValueError(f"{', '.join(map(repr, given_inputs))} of method {name!r} come from the model "
                          "(the adapter supplies them); they are not parameters")

@@ -40,16 +40,19 @@ Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``b
   Inputs not reproduced (adapter matters): the LLaVA DySeg feature is the SigLIP MAP-head
   embedding, which the HF vision tower lacks: every version here uses the per-frame token mean
   in the input dtype (what the Qwen2.5-VL release uses); ``vision_attention`` stands for the
-  MAP-head probe attention (LLaVA, bilinear-pooled for OV, average-pooled for Video) or, for
-  Qwen2.5-VL, the release's own saliency: in the last ViT block (a full-attention block), each
-  temporal patch's mean query against its merge units' mean keys, softmax, head mean
+  MAP-head probe attention (LLaVA, bilinear-pooled for OV, average-pooled for Video). The
+  Qwen2.5-VL release ranks by its own saliency instead, a model input of its own,
+  ``vision_mean_query_attention``, which only ``version="qwen2_5_vl"`` declares: in the last ViT
+  block (a full-attention block), each temporal patch's mean query against its merge units' mean
+  keys, softmax, head mean, in the model's dtype
   (:func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency`, bit-equal to the release's
   ``Qwen2_5_VLVisionFlashAttention2`` L193-203 and its reordering L589-594 given the same rotated
   queries and keys). It is not the column mean (``vcast.models.vision_probe.column_mean_attention``,
   pooled per merge unit) that the probe gives the other methods: on random blocks the two put the
-  same top quarter first in few frames, so a Qwen2.5-VL adapter feeding ``version="qwen2_5_vl"``
-  must compute this one (vcast's Qwen2.5-VL adapter does not yet: it gives the column mean, see
-  docs/fidelity.md). LLaVA-Video's newline tokens (one re-inserted per row with a
+  same top quarter first in few frames. Under ``vcast.models.attach`` the Qwen2.5-VL adapter
+  computes it from that block's own queries and keys and puts it in the LLM's order; on a family
+  whose adapter does not (LLaVA-OneVision, Qwen3-VL, Qwen3.5) ``attach`` refuses this version,
+  naming the family (docs/fidelity.md). LLaVA-Video's newline tokens (one re-inserted per row with a
   kept token) are outside ``frames``.
 * ``"vidcom2_qwen"``: VidCom2 ``qwen`` @a85d485 ``token_compressor/fastvid/{core,fastvid_algo}.py``
   (:mod:`baselines.fastvid.vidcom2_qwen`): the Qwen2.5-VL loop with **the tokens' L2 norm as
@@ -65,7 +68,9 @@ bf16 150/150 (118 / 115 with outputs); llava_video fp32 154/154, bf16 154/154 (i
 runs of the unmodified code); qwen2_5_vl fp32 150/150, bf16 150/150; vidcom2_qwen fp32 150/150,
 bf16 150/150; plus 4/4 per variant and dtype at the papers' shapes and defaults. At Qwen2.5-VL
 shapes (T = 8..32 temporal patches, P = 16..196, D = 64..3584, the ``eval.sh`` values): qwen2_5_vl
-fp32 110/110, bf16 110/110 (both raise in 3 / 1); the saliency 110/110 bit-equal per dtype; the
+fp32 110/110, bf16 110/110 (both raise in 3 / 1); the saliency 110/110 bit-equal per dtype, and
+50/50 per dtype as ``attach`` feeds it on random small Qwen2.5-VL models (the release's attention
+forward, window index and reordering run on the same forward's last block); the
 VidCom2 port's Qwen2.5-VL wrapper (``models/qwen2_5_vl.py``) against ``vidcom2_qwen`` 110/110 per
 dtype. Not bit-equal:
 the noise on GPU (the release draws from the CUDA generator; ours from a CPU generator), and

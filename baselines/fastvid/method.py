@@ -6,6 +6,7 @@ import torch
 
 from baselines.fastvid.official import LLAVA_OV, LLAVA_VIDEO, QWEN2_5_VL, VERSIONS, official_select
 from baselines.fastvid.paper import paper_select
+from baselines.fastvid.qwen2_5_vl_saliency import MEAN_QUERY_ATTENTION, saliency_input
 from baselines.fastvid.vidcom2_qwen import vidcom2_qwen_select
 from vcast.method_facts import MethodFacts
 from vcast.registry import register_method
@@ -36,7 +37,9 @@ _DEFAULTS = {
 
 
 @register_method("fastvid", inputs=("vision_attention",), variants=FASTVID_VARIANTS,
-                 variant_inputs={VIDCOM2_QWEN: ()}, facts=FACTS)  # the port ranks by token norms
+                 variant_inputs={VIDCOM2_QWEN: ()},  # the port ranks by token norms
+                 param_inputs={(OFFICIAL, "version", QWEN2_5_VL): (MEAN_QUERY_ATTENTION,)},  # the release's saliency
+                 facts=FACTS)
 def fastvid_select(
     frames: torch.Tensor,
     ratio: float,
@@ -52,6 +55,7 @@ def fastvid_select(
     version: str | None = None,
     seed: int = 0,
     vision_attention: torch.Tensor | None = None,
+    vision_mean_query_attention: torch.Tensor | None = None,
 ) -> Selection:
     """FastVID on one video (:mod:`baselines.fastvid`): ``frames`` [T, P, D] -> Selection.
 
@@ -81,9 +85,12 @@ def fastvid_select(
         seed: seed of the DPC density noise ``torch.rand * 1e-6`` of ``"official"`` and
             ``"vidcom2_qwen"`` (a CPU ``torch.Generator``; the global RNG is untouched). Unused by
             ``"paper"``, which has no noise.
-        vision_attention: [T, P] saliency of every token (model input); ignored by ``"vidcom2_qwen"``
-            (it scores tokens by their L2 norm). The Qwen2.5-VL release's saliency is
-            :func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency`, not the column mean.
+        vision_attention: [T, P] saliency of every token (model input: the vision encoder's column
+            mean); read by ``"paper"`` and official ``"llava_ov"`` / ``"llava_video"``, ignored by the
+            others (``"vidcom2_qwen"`` scores tokens by their L2 norm).
+        vision_mean_query_attention: [T, P] the saliency of official ``version="qwen2_5_vl"`` (model
+            input): the release's mean query against each merge unit's mean key in the last ViT block
+            (:mod:`baselines.fastvid.qwen2_5_vl_saliency`), in the model's dtype; ignored by the others.
     """
     variant = check_variant("fastvid", variant, FASTVID_VARIANTS)
     if variant == OFFICIAL:
@@ -120,4 +127,8 @@ def fastvid_select(
               "seed": seed}
     if variant == VIDCOM2_QWEN:
         return vidcom2_qwen_select(frames, ratio, **common)
+    if version == QWEN2_5_VL:  # the release ranks by its own saliency, not the column mean
+        saliency = saliency_input(vision_mean_query_attention, frames.shape[0], frames.shape[1], frames.device,
+                                  given_column_means=vision_attention is not None)
+        return official_select(frames, ratio, version, saliency, **common)
     return official_select(frames, ratio, version, vision_attention, **common)

@@ -8,11 +8,12 @@ Three releases, chosen with ``version``:
   behind the LLaVA-Video rows;
 * ``"qwen2_5_vl"``: ``fastvid_qwen25vl/lmms-eval/lmms_eval/models/qwenvlutils/modeling_qwen2_5_vl.py``
   L1889-2099, the same loop with the ``DySeg_ignore`` sub-segmentation and the ``P // 2`` caps.
-  Its saliency (``vision_attention``) is not the column mean the other releases read but the last
-  ViT block's mean query against its merge units' mean keys:
-  :func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency` (re-exported here), which a
-  Qwen2.5-VL adapter computes from that block's rotated queries and keys. Which release a cell's
-  ``official`` rows follow is its ``version`` parameter (an experiment config's
+  Its saliency is not the column mean the other releases read (``vision_attention``) but the last
+  ViT block's mean query against its merge units' mean keys, its own model input
+  ``vision_mean_query_attention``
+  (:func:`baselines.fastvid.qwen2_5_vl_saliency.mean_query_saliency`, re-exported here), which the
+  Qwen2.5-VL adapter computes from that block's rotated queries and keys under ``attach``. Which
+  release a cell's ``official`` rows follow is its ``version`` parameter (an experiment config's
   ``reproduce_params: {fastvid: {version: qwen2_5_vl}}`` for a Qwen2.5-VL table).
 
 The per-segment loop and the release's shared pieces are in :mod:`baselines.fastvid.release_loop`
@@ -163,12 +164,13 @@ def llava_ov_release(frames: torch.Tensor, ratio: float, attention: torch.Tensor
     return torch.cat(positions), torch.cat(outputs)
 
 
-def official_select(frames: torch.Tensor, ratio: float, version: str, vision_attention: torch.Tensor | None, *,
+def official_select(frames: torch.Tensor, ratio: float, version: str, saliency: torch.Tensor | None, *,
                     num_segments: int, threshold: float, context_ratio: float, anchor_period: int, beta: float,
                     dpc_k: int, ignore: float | None, seed: int) -> Selection:
-    """``variant="official"`` on ``frames`` [T, P, D]: the release ``version`` with the vision
-    attention [T, P] as saliency and the per-frame token mean as DySeg feature; the DPC noise comes
-    from ``torch.Generator().manual_seed(seed)``.
+    """``variant="official"`` on ``frames`` [T, P, D]: the release ``version`` with ``saliency``
+    [T, P] (the model input ``vision_attention``; for ``"qwen2_5_vl"`` ``vision_mean_query_attention``,
+    checked by the caller) and the per-frame token mean as DySeg feature; the DPC noise comes from
+    ``torch.Generator().manual_seed(seed)``.
 
     Returns:
         Selection with ``tokens`` [K, D] in ``frames``' dtype.
@@ -177,8 +179,9 @@ def official_select(frames: torch.Tensor, ratio: float, version: str, vision_att
     generator = torch.Generator().manual_seed(seed)
     common = {"num_segments": num_segments, "threshold": threshold, "context_ratio": context_ratio,
               "anchor_period": anchor_period, "beta": beta, "dpc_k": dpc_k, "generator": generator}
-    vision_attention_input("fastvid", vision_attention, num_frames, tokens_per_frame, frames.device)
-    attention = vision_attention.to(frames.device)  # its own dtype, as the release's attention
+    if version != QWEN2_5_VL:
+        vision_attention_input("fastvid", saliency, num_frames, tokens_per_frame, frames.device)
+    attention = saliency.to(frames.device)  # its own dtype, as the release's attention
     frames = frames.contiguous()
     features = frames.mean(dim=1)  # Qwen2.5-VL's frame feature (the LLaVA MAP embedding is unavailable)
     if version == LLAVA_OV:

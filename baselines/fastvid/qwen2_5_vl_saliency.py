@@ -7,7 +7,7 @@ Released in LunarShen/FastVID @a40a109,
 (``layer_num == self.depth - 1``, L583-584; block 31 of the released 32, one of
 ``fullatt_block_indexes``, so it attends within each temporal patch), and the vision tower's
 ``forward`` L589-594 puts it back in raster order with the merger's ``reverse_indices``. The
-release's ``vision_attention`` is therefore not the column mean the other methods read
+release's saliency is therefore not the column mean the other methods read as ``vision_attention``
 (:func:`vcast.models.vision_probe.column_mean_attention`, the mean over queries of each patch's
 softmax row, pooled over the merge unit afterwards, which FlashVID's Qwen2.5-VL code reads), but,
 per temporal patch ``t`` and head ``h``:
@@ -22,51 +22,52 @@ Every step runs in the dtype and with the tensor shapes the release uses (bf16 f
 model: the two means, the product, the division by ``math.sqrt(d)`` and the head mean are rounded
 to bf16), so the values are the release's bits given the same rotated queries and keys.
 
-Adapter contract (not this package's): the queries and keys are those the last block computes
-(``qkv`` then the model's own ``apply_rotary_pos_emb_vision``), for the rows of one video, in the
-encoder's own (window-attention) order; the result is in that order's unit order, and the
-release's raster order is ``result.reshape(-1)[argsort(window_index)].reshape(T, P)`` (the
-merger's ``reverse_indices``). The release assumes one video per call (``grid_thw[0]``).
+The computation lives in vcast (:func:`vcast.models.vision_probe.mean_query_attention`, the model
+input ``vision_mean_query_attention``), since the model adapters compute it and vcast does not
+depend on this package; :func:`mean_query_saliency` is that function. Under
+``vcast.models.attach`` the Qwen2.5-VL family's adapter (``mean_query_scores``) runs it on the last
+block's own rotated queries and keys, per ``grid_thw`` row, in the encoder's (window-attention)
+order, then reorders the units with ``argsort(window_index)`` as the release does (the release
+assumes one video per call, ``grid_thw[0]``; per row is the same for one). FastVID
+``variant="official", version="qwen2_5_vl"`` declares that input and ranks by it; the adapters of
+other families do not compute it, and ``attach`` refuses the combination there, naming the family.
 
 Agreement: bit-equal to the release's attention forward and reordering on random last blocks
 (fp32 and bf16; a comparison outside the project, docs/fidelity.md).
 
-Registers nothing; an adapter that feeds ``variant="official", version="qwen2_5_vl"`` calls
-:func:`mean_query_saliency`.
+Registers nothing.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 import torch
 
-MERGE_UNIT = 4  # patches per LLM token (2 x 2 spatial merge)
+from vcast.models.vision_probe import MEAN_QUERY_ATTENTION, MERGE_UNIT, mean_query_attention
+
+__all__ = ["MEAN_QUERY_ATTENTION", "MERGE_UNIT", "mean_query_saliency", "saliency_input"]
+
+mean_query_saliency = mean_query_attention  # ``(queries [N, H, d], keys [N, H, d], T) -> [T, P]``
 
 
-def mean_query_saliency(queries: torch.Tensor, keys: torch.Tensor, num_frames: int,
-                        unit: int = MERGE_UNIT) -> torch.Tensor:
-    """FastVID's Qwen2.5-VL saliency of one video, in the encoder's row order.
-
-    Args:
-        queries, keys: ``[N, H, d]`` rotated queries and keys of the last ViT block (``N = T n``
-            rows, each temporal patch's ``n`` rows contiguous, merge units as ``unit`` consecutive
-            rows), in the model's dtype.
-        num_frames: ``T``, the temporal patches.
-        unit: patches per merge unit (4).
-    Returns:
-        ``[T, n // unit]`` in the queries' dtype, units in the encoder's order.
-    """
-    rows, heads, head_dim = queries.shape
-    if keys.shape != queries.shape:
-        raise ValueError(f"queries and keys must have one shape, got {tuple(queries.shape)} and {tuple(keys.shape)}")
-    if num_frames < 1 or rows % num_frames or (rows // num_frames) % unit:
-        raise ValueError(f"{rows} rows do not split into {num_frames} temporal patches of whole {unit}-patch units")
-    per_frame = rows // num_frames
-    by_head_q = queries.transpose(0, 1).view(heads, num_frames, per_frame, head_dim)  # [H, T, n, d]
-    by_head_k = keys.transpose(0, 1).view(heads, num_frames, per_frame // unit, unit, head_dim)
-    mean_query = by_head_q.mean(-2, keepdim=True)  # [H, T, 1, d]
-    unit_keys = by_head_k.mean(-2)  # [H, T, P, d]
-    logits = torch.matmul(mean_query, unit_keys.transpose(-2, -1)) / math.sqrt(head_dim)  # [H, T, 1, P]
-    weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(mean_query.dtype)
-    return weights.mean(2).mean(0)  # [T, P]
+def saliency_input(value: Any, num_frames: int, tokens_per_frame: int, device: torch.device,
+                   given_column_means: bool) -> torch.Tensor:
+    """The ``vision_mean_query_attention`` input ``[T, P]`` on ``device``, in its own dtype (the
+    release ranks by the model-dtype values); ValueError naming it when it is missing (saying so
+    when the column-mean ``vision_attention`` was given instead), misshaped, not float or not finite."""
+    if value is None:
+        instead = (" (vision_attention was given: the column mean, which is not this release's saliency)"
+                   if given_column_means else "")
+        raise ValueError(f"fastvid official version 'qwen2_5_vl' ranks by {MEAN_QUERY_ATTENTION} [T, P], the "
+                         "release's mean-query saliency (the Qwen2.5-VL adapter supplies it under "
+                         f"vcast.models.attach); got None{instead}")
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        dtype = f" of dtype {value.dtype}" if isinstance(value, torch.Tensor) else ""
+        raise ValueError(f"{MEAN_QUERY_ATTENTION} must be a float tensor [T, P], got {type(value).__name__}{dtype}")
+    if tuple(value.shape) != (num_frames, tokens_per_frame):
+        raise ValueError(f"{MEAN_QUERY_ATTENTION} must be [T, P] = [{num_frames}, {tokens_per_frame}] like frames, "
+                         f"got shape {tuple(value.shape)}")
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{MEAN_QUERY_ATTENTION} contains non-finite values (NaN or Inf)")
+    return value.to(device)

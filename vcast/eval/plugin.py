@@ -55,6 +55,33 @@ def _device_and_map(device: Optional[str], device_map: Optional[str], local_rank
     return torch.device(chosen), None
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one plugin process runs: its accelerator, device (and ``device_map``), dtype name and rank."""
+
+    accelerator: Any
+    device: torch.device
+    device_map: Optional[str]
+    dtype: str
+    rank: int
+    world_size: int
+
+    @classmethod
+    def choose(cls, device: Optional[str], device_map: Optional[str], dtype: str) -> "Placement":
+        """From the plugin's ``device``, ``device_map`` and ``dtype`` arguments (``auto``: bfloat16 on
+        GPU, float32 on CPU); ValueError naming a bad dtype."""
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        processes = accelerator.num_processes
+        chosen, load_map = _device_and_map(device, device_map, accelerator.local_process_index, processes)
+        if dtype == "auto":
+            dtype = "bfloat16" if chosen.type == "cuda" else "float32"
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, got {dtype!r}")
+        return cls(accelerator, chosen, load_map, dtype, accelerator.process_index, processes)
+
+
 def check_plugin_args(method: str, attn_implementation: Optional[str], max_num_frames: int, batch_size: int | str,
                       missing_visuals: str, prefetch: int) -> None:
     """ValueError naming the first bad model argument, before anything is loaded."""
@@ -187,32 +214,20 @@ class VCastLMM(lmms):
         **method_params: Any,
     ) -> None:
         super().__init__()
-        from accelerate import Accelerator
-
         from vcast.api import input_plan
         from vcast.models import attach
         from vcast.registry import is_input_method
 
         check_plugin_args(method, attn_implementation, max_num_frames, batch_size, missing_visuals, prefetch)
-        if ratio is None:
-            ratio = 1.0 if method == "vanilla" else 0.25
+        ratio = (1.0 if method == "vanilla" else 0.25) if ratio is None else float(ratio)
         # An input method prunes nothing: the model runs unpruned on the smaller input.
-        self.input_plan = input_plan(method, float(ratio), **method_params) if is_input_method(method) else None
+        self.input_plan = input_plan(method, ratio, **method_params) if is_input_method(method) else None
         if self.input_plan is not None:
             self._check_input_plan(self.input_plan)
-
-        self.accelerator = Accelerator()
-        processes = self.accelerator.num_processes
-        self._device, load_map = _device_and_map(device, device_map, self.accelerator.local_process_index, processes)
-        if dtype == "auto":
-            dtype = "bfloat16" if self._device.type == "cuda" else "float32"
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, got {dtype!r}")
-        self._rank = self.accelerator.process_index
-        self._world_size = processes
-        self.pretrained = pretrained
-        self.method = method
-        self.ratio = float(ratio)
+        place = Placement.choose(device, device_map, dtype)
+        self.accelerator, self._device = place.accelerator, place.device
+        self._rank, self._world_size = place.rank, place.world_size
+        self.pretrained, self.method, self.ratio = pretrained, method, ratio
         self.max_num_frames = max_num_frames
         self.batch_size_per_gpu = int(batch_size)
         self.use_cache = use_cache
@@ -223,27 +238,29 @@ class VCastLMM(lmms):
         # another thread is inside a decode of the same tokenizer.
         self._decoder = copy.deepcopy(self.processor.tokenizer)
 
-        self._model = self._load_model(pretrained, DTYPES[dtype], attn_implementation, load_map)
-        if self.input_plan is None:
-            self.handle = attach(self._model, method, self.ratio, positions=positions,
-                                 compress_images=compress_images, **method_params)
-        else:
-            self.handle = attach(self._model, "vanilla", 1.0, positions=positions, compress_images=compress_images)
-        self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
-        # Beside the efficiency folder: in a sweep both sit in the cell's folder.
-        kept_path = (rank_file(Path(efficiency_dir).parent, self._rank)
-                     if record_kept and efficiency_dir is not None else None)
-        self.recorder = CallRecorder(self.efficiency, kept_path, method, self._video_geometries)
-        self.missing_policy = missing_visuals
-        self.missing = MissingVisualsLog(efficiency_dir, self._rank)
-        self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
+        self._model = self._load_model(pretrained, DTYPES[place.dtype], attn_implementation, place.device_map)
+        attached = (method, self.ratio, method_params) if self.input_plan is None else ("vanilla", 1.0, {})
+        self.handle = attach(self._model, attached[0], attached[1], positions=positions,
+                             compress_images=compress_images, **attached[2])
+        self._open_records(efficiency_dir, record_kept, missing_visuals)
         # Set by vcast.eval.run for a resumable run: the attempt number its records carry, and the
         # cell identity the response cache's fingerprint names (see plugin_repr).
         self.attempt: Optional[int] = None
         self.cache_identity: Optional[str] = None
         logger.info("%s: %s on %s (%s, %s attention), method=%s ratio=%s params=%s, rank %d/%d",
-                    type(self).__name__, pretrained, self._device, dtype, attn_implementation or "default",
-                    method, self.ratio, method_params, self._rank, processes)
+                    type(self).__name__, pretrained, self._device, place.dtype, attn_implementation or "default",
+                    method, self.ratio, method_params, self._rank, self._world_size)
+
+    def _open_records(self, efficiency_dir: Optional[str], record_kept: bool, missing_visuals: str) -> None:
+        """The per-rank efficiency, kept-token and missing-visual logs (none without ``efficiency_dir``)."""
+        self.efficiency = EfficiencyLog(efficiency_dir, self._rank)
+        # Beside the efficiency folder: in a sweep both sit in the cell's folder.
+        kept_path = (rank_file(Path(efficiency_dir).parent, self._rank)
+                     if record_kept and efficiency_dir is not None else None)
+        self.recorder = CallRecorder(self.efficiency, kept_path, self.method, self._video_geometries)
+        self.missing_policy = missing_visuals
+        self.missing = MissingVisualsLog(efficiency_dir, self._rank)
+        self.efficiency_dir = None if efficiency_dir is None else Path(efficiency_dir)
 
     def __repr__(self) -> str:
         return plugin_repr(self)

@@ -60,14 +60,17 @@ class Family:
         real_size: ``"module:real_config"``: from a published model's arch to its real-size config
             dict (the GPU kit builds random weights of that shape on the device); the module may
             also have ``tiny_widths(spec, arch)`` for the kit's CPU mode.
+        kit_prompt: ``"module:attr"``: ``(config, frames, side, generator) -> inputs``, one video
+            prompt in the family's layout built as tensors (the GPU kit's,
+            :func:`vcast.gpucheck.models.video_inputs`).
         frames_per_step: source frames behind one temporal step of the LLM tokens (Qwen: the
             temporal patch, 2; LLaVA: 1).
         min_frames: the fewest frames its plugin can read.
         mrope: whether the LLM's positions are multi-axis (t, h, w): kept tokens cannot be renumbered.
         deepstack: whether vision features are also added inside the LLM (Qwen3-VL's DeepStack).
         hybrid_attention: whether some LLM layers are not softmax attention (Qwen3.5's Gated
-            DeltaNet): the in-LLM methods that read attention scores or drop from a KV cache
-            cannot run there.
+            DeltaNet): an in-LLM method runs only where its stages read scores at softmax layers
+            and drop after the first one (:mod:`vcast.models.hybrid_methods`).
         fixed_resolution: why its vision tower takes one fixed input size (no input method may
             lower the resolution), or empty when it takes any.
         published: its released checkpoints with a config in ``configs/model/``.
@@ -91,6 +94,7 @@ class Family:
     tiny: str
     flops: str
     real_size: str
+    kit_prompt: str
     frames_per_step: int
     min_frames: int
     mrope: bool

@@ -19,7 +19,7 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
 from vcast.closed_pipe import run_command  # noqa: E402
 from vcast.doc_blocks import block_command  # noqa: E402
 from vcast.families import Family, all_families  # noqa: E402
-from vcast.models.hybrid_methods import llm_method_refusal  # noqa: E402
+from vcast.models.hybrid_methods import LAYER_PARAMS, llm_method_refusal  # noqa: E402
 from vcast.registry import available_methods, is_llm_method  # noqa: E402
 
 
@@ -42,7 +42,10 @@ def family_row(family: Family) -> str:
     llm += ", MRoPE" if family.mrope else ", 1-D RoPE"
     llm += ", DeepStack" if family.deepstack else ""
     refused = [name for name in available_methods() if is_llm_method(name) and llm_method_refusal(family, name)]
-    in_llm = "all" if not refused else f"refused: {', '.join(map(_code, refused))} (no attention scores in its linear layers)"
+    never = [name for name in refused if name not in LAYER_PARAMS]  # no parameter moves their stages
+    in_llm = "all" if not refused else (
+        f"refused with their defaults: {', '.join(map(_code, refused))}; they run where every stage reads a "
+        "softmax layer" + (f", except {', '.join(map(_code, never))}" if never else "") + " (notes below)")
     cells = [_code(family.name), family.display, classes, _code(family.plugin_id), configs,
              f"{_code(family.tiny_config)} (`{family.tiny_dir}`)", llm, positions, str(family.min_frames), in_llm]
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"

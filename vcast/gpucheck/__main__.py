@@ -45,6 +45,7 @@ class Settings:
     qwen_frames: tuple[int, ...]
     qwen_side: int
     llava_frames: tuple[int, ...]
+    family_frames: tuple[int, ...]       # the other families' efficiency rows (at qwen_side)
     selection_frames: tuple[int, ...]
     selection_grid: int
     selection_dim: int
@@ -63,9 +64,11 @@ class Settings:
 
 
 def gpu_settings(device: torch.device) -> Settings:
-    return Settings(mode="gpu", device=device, dtype=torch.bfloat16,
-                    smoke_full=("qwen3_vl", "qwen3_vl_moe", "llava_onevision"), memory_size="bench", memory_side=448,
-                    model_size="real", qwen_frames=(32, 64), qwen_side=448, llava_frames=(32,),
+    from vcast.families import all_archs
+
+    return Settings(mode="gpu", device=device, dtype=torch.bfloat16, smoke_full=all_archs(), memory_size="bench",
+                    memory_side=448, model_size="real", qwen_frames=(32, 64), qwen_side=448, llava_frames=(32,),
+                    family_frames=(32,),
                     selection_frames=(32, 64, 128), selection_grid=14, selection_dim=4096, new_tokens=16, warmup=1,
                     runs=5, budget_s=GPU_BUDGET_S, first_block_s=60.0, selection_s=45.0,
                     clips=GPU_CLIPS, pipeline_s=60.0)
@@ -74,7 +77,7 @@ def gpu_settings(device: torch.device) -> Settings:
 def cpu_settings() -> Settings:
     return Settings(mode="cpu-small", device=torch.device("cpu"), dtype=torch.float32, smoke_full=("qwen3_vl",),
                     memory_size="tiny", memory_side=64, model_size="tiny", qwen_frames=(32, 64), qwen_side=128,
-                    llava_frames=(32,), selection_frames=(32, 64, 128), selection_grid=4, selection_dim=64,
+                    llava_frames=(32,), family_frames=(32,), selection_frames=(32, 64, 128), selection_grid=4, selection_dim=64,
                     new_tokens=4, warmup=1, runs=2, budget_s=None, first_block_s=0.0, selection_s=0.0,
                     clips=CPU_CLIPS, pipeline_s=0.0)
 
@@ -201,6 +204,28 @@ def main(argv: Optional[list[str]] = None) -> int:
             _free(s.device)
 
         _part(report, "efficiency-llava-ov", llava)
+
+        for family, published in models.other_published_models():
+            def other(family: Any = family, published: Any = published) -> None:
+                label = f"{published.display}{s.label}"
+                if not report.budget.allows(s.first_block_s):
+                    report.check(f"efficiency/{label}", SKIPPED, f"budget: {report.budget.left:.0f} s left")
+                    return
+                config = models.model_config(published.arch, s.model_size)
+                too_big = models.does_not_fit(config, s.device, s.dtype)
+                if too_big:
+                    report.check(f"efficiency/{label}", SKIPPED, too_big)
+                    return
+                started = time.perf_counter()
+                model = models.random_model(config, s.device, s.dtype)
+                report.log(f"built {label}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters, "
+                           f"random weights on {s.device} in {time.perf_counter() - started:.1f} s")
+                efficiency.measure(report, model, label, s.family_frames, models.fitting_side(config, s.qwen_side),
+                                   efficiency.FAMILY_METHODS, s.new_tokens, s.warmup, s.runs, s.first_block_s)
+                del model
+                _free(s.device)
+
+            _part(report, f"efficiency-{published.config}", other)
 
     counts = report.counts()
     report.log(f"done in {report.budget.elapsed:.0f} s: {counts['pass']} passed, {counts['fail']} failed, "

@@ -12,7 +12,9 @@ whole ``generate`` call, and items/s its inverse. Runs of the methods are interl
 rounds first, and each number is the median over the runs. The ratios to vanilla stand beside
 the paper's (read from ``vcast/report/paper_tables.csv``); the paper does not say what its
 "prefill latency" holds, so both the LLM prefill and the time to the first token (vision +
-selection + prefill) are compared with it.
+selection + prefill) are compared with it. The families the paper does not run (Qwen2.5-VL,
+Qwen3.5, ...) get the same rows at their published sizes (:data:`FAMILY_METHODS`), without a
+paper to compare with.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ LLAVA_METHODS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("vcast", "vcast", {}),
     ("fastvid", "fastvid", {}),
     ("vidcom2", "vidcom2", {}),
+)
+# The families beyond the paper's, at their published sizes: V-CAST and the baselines that prune
+# before the LLM on every family.
+FAMILY_METHODS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("vanilla", "vanilla", {}),
+    ("vcast", "vcast", {}),
+    ("visionzip", "visionzip", {}),
+    ("vidcom2", "vidcom2", {}),
+    ("fastvid", "fastvid", {}),
+    ("holitom", "holitom", {}),
 )
 
 

@@ -40,7 +40,7 @@ import torch
 
 import vcast
 from vcast.gpucheck.efficiency import synchronize
-from vcast.gpucheck.models import qwen_video_prompt
+from vcast.gpucheck.models import merged_patch_prompt
 from vcast.gpucheck.results import FAIL, PASS, SKIPPED, Report, Table, fmt, markdown_table
 
 RATIO = 0.25
@@ -119,7 +119,7 @@ def write_clips(folder: Path, clips: Clips, seed: int = 0) -> list[Path]:
 
 def make_prepare(config: Any, frames: int) -> Callable[[Path], dict[str, torch.Tensor]]:
     """The per-item work the plugins do before the model, on the CPU: read ``frames`` frames,
-    resize, patchify, lay out the prompt (:func:`vcast.gpucheck.models.qwen_video_prompt`)."""
+    resize, patchify, lay out the prompt (:func:`vcast.gpucheck.models.merged_patch_prompt`, Qwen3-VL's timestamped layout)."""
     from transformers import Qwen3VLVideoProcessor
 
     from vcast.eval.video import qwen_resize, read_qwen_video
@@ -132,8 +132,8 @@ def make_prepare(config: Any, frames: int) -> Callable[[Path], dict[str, torch.T
         decoded = read_qwen_video(str(path), frames)
         resized = qwen_resize(decoded.frames, MIN_PIXELS, MAX_PIXELS, patch_size=vision.patch_size)
         patches = processor(videos=[resized], do_resize=False, do_sample_frames=False, return_tensors="pt")
-        return qwen_video_prompt(config, patches["video_grid_thw"], patches["pixel_values_videos"],
-                                 torch.Generator().manual_seed(0))
+        return merged_patch_prompt(config, patches["video_grid_thw"], patches["pixel_values_videos"],
+                                   torch.Generator().manual_seed(0), timestamps=True)
 
     return prepare
 

@@ -2,11 +2,12 @@
 
 The checkpoints are :func:`vcast.tiny_checkpoints.build_tiny_checkpoint`'s (real transformers
 classes, random weights), loaded in the run's dtype (bf16 on CUDA) on its device; the prompt is
-one 8-frame video (:func:`vcast.gpucheck.models.video_inputs`). Per method and family, the check
-says which of these it got:
+one 8-frame video in the family's layout (:func:`vcast.gpucheck.models.video_inputs`). Every
+family of the registry is checked, the paper's first. Per method and family, the check says which
+of these it got:
 
-- **equal to the reference** (every method that works before the LLM, on Qwen3-VL and
-  LLaVA-OneVision; on Qwen3-VL-MoE V-CAST and the three the CPU tests sample there, as
+- **equal to the reference** (every method that works before the LLM, on every dense model; on
+  a mixture-of-experts model V-CAST and the three the CPU tests sample on Qwen3-VL-MoE, as
   ``tests/test_models_generate.py`` and ``tests/test_baselines_attach.py`` do on CPU): the hooked
   ``generate`` keeps what the compressor keeps on the encoder's own tokens, and its new tokens
   equal those of the untouched model fed the pruned (or merged) prompt directly
@@ -21,11 +22,14 @@ says which of these it got:
   logits are finite and exactly ``N`` new tokens come out. The methods compared with the reference
   pass this first;
 - **in-LLM** methods (FastV, PDrop, ...): they run, drop tokens between layers (FrameFusion
-  decides by itself), are deterministic (a second call gives the same tokens), finite logits;
+  decides by itself), are deterministic (a second call gives the same tokens), finite logits; on a
+  family that cannot host one (:mod:`vcast.models.hybrid_methods`) the check is ``skipped`` with
+  the refusal ``attach`` gives;
 - **input** methods (fewer frames, lower resolution): ``attach`` refuses them by design; their plan
   (:func:`vcast.input_plan`) is applied to the prompt and the unpruned model (``vanilla``) must see
-  at most ``floor(r * total)`` video tokens. LLaVA-OneVision's tower takes one input size, so a
-  plan that lowers the resolution is skipped there, as the lmms-eval plugin refuses it.
+  at most ``floor(r * total)`` video tokens (``total``: what the unpruned model sees of the full
+  prompt). A tower that takes one input size (LLaVA-OneVision's) skips a plan that lowers the
+  resolution, as the lmms-eval plugin refuses it.
 """
 
 from __future__ import annotations
@@ -41,19 +45,21 @@ import torch
 import transformers
 
 import vcast
-from vcast.gpucheck.models import video_inputs, video_tokens
+from vcast.families import all_archs, family_of
+from vcast.gpucheck.models import fitting_side, video_inputs
 from vcast.gpucheck.results import FAIL, PASS, SKIPPED, Report
+from vcast.models.hybrid_methods import config_layer_types, llm_method_refusal
 from vcast.models.reference import encode, encoder_selection, pruned_inputs, survivors
 from vcast.registry import is_input_method, is_llm_method
 from vcast.tiny_checkpoints import build_tiny_checkpoint
 
-# The paper's families, whose prompt layouts the kit builds as tensors (vcast.gpucheck.models); the
-# other families run in the CPU suite (tests/test_family_*.py, tests/test_family_methods.py).
-ARCHS = ("qwen3_vl", "qwen3_vl_moe", "llava_onevision")
+PAPER_ARCHS = ("qwen3_vl", "qwen3_vl_moe", "llava_onevision")
+# The paper's families first, then every other family's archs in the registry's order.
+ARCHS = PAPER_ARCHS + tuple(arch for arch in all_archs() if arch not in PAPER_ARCHS)
 RATIO = 0.25
 NEW_TOKENS = 4
 FRAMES = 8
-QWEN_SIDE = 128  # 8 x 8 patches: 16 tokens per temporal patch, 4 temporal patches
+PATCH_SIDE = 128  # patch-based towers: 4 x 4 merged patches (112 px at 14 px patches), 16 tokens per temporal patch
 MOE_EQUALITY = ("vcast", "visionzip", "avgpool_2x2", "vidcom2")  # as tests/test_baselines_attach.py samples the MoE
 # As tests/test_baselines_in_llm.py: PDrop's default r keeps its first drop above 1/3 on 2-3 layers.
 LLM_PARAMS = {"pdrop": {"lam": 0.5}}
@@ -168,17 +174,17 @@ def _llm_method(model: Any, inputs: dict[str, Any], method: str) -> tuple[str, s
                   f"deterministic, finite logits")
 
 
-def _input_method(model: Any, config: Any, method: str, side: int, device: torch.device,
+def _input_method(model: Any, config: Any, method: str, side: int, full: dict[str, Any], device: torch.device,
                   dtype: torch.dtype) -> tuple[str, str]:
+    """``full``: the check's full-size prompt; the unpruned model's video tokens there are the total."""
     plan = vcast.input_plan(method, RATIO)
-    qwen = str(config.model_type).startswith("qwen3_vl")
-    if not qwen and plan.grid_share != 1.0:
-        return SKIPPED, "lowers the resolution; the LLaVA-OneVision tower takes one input size (the plugin refuses it)"
-    vision = config.vision_config
-    temporal = vision.temporal_patch_size if qwen else 1
-    frames = plan.frames(FRAMES, temporal)
+    family = family_of(config)
+    if family.fixed_resolution and plan.grid_share != 1.0:
+        return SKIPPED, f"lowers the resolution; {family.fixed_resolution} (the plugin refuses it)"
+    frames = plan.frames(FRAMES, family.frames_per_step)
     small = side
-    if qwen:
+    if not family.fixed_resolution:
+        vision = config.vision_config
         unit = vision.patch_size * vision.spatial_merge_size
         grid, _ = plan.grid(side // unit, side // unit)
         small = grid * unit
@@ -187,11 +193,15 @@ def _input_method(model: Any, config: Any, method: str, side: int, device: torch
     wrong = _basic(tokens, logits)
     if wrong:
         return FAIL, wrong
-    unpruned = video_tokens(config, FRAMES, side) - (0 if qwen else 1)
+    unpruned = _hooked(model, full, "vanilla", 1.0)[2].total_video_tokens
     seen = stats.total_video_tokens
     if seen > math.floor(RATIO * unpruned):
         return FAIL, f"the model saw {seen} video tokens, more than r x {unpruned}"
     return PASS, f"input plan: {frames} frames of {small} px, {seen} of {unpruned} video tokens, finite logits"
+
+
+def _is_moe(config: Any) -> bool:
+    return bool(getattr(config.text_config, "num_experts", 0))
 
 
 def _load(folder: Path, device: torch.device, dtype: torch.dtype) -> Any:
@@ -213,7 +223,7 @@ def run(report: Report, device: torch.device, dtype: torch.dtype, archs: tuple[s
             model = _load(build_tiny_checkpoint(arch, "tiny", Path(scratch) / arch, seed=0), device, dtype)
             config = model.config
             methods = every if arch in full else [m for m in every if m in SAMPLE]
-            side = QWEN_SIDE if arch != "llava_onevision" else config.vision_config.image_size
+            side = fitting_side(config, PATCH_SIDE)
             inputs = video_inputs(config, FRAMES, side, device, dtype)
             no_reference = None if reference_supported(model) else (
                 f"transformers {transformers.__version__} has no mm_encoder_outputs (5.18+), which the reference "
@@ -226,14 +236,18 @@ def run(report: Report, device: torch.device, dtype: torch.dtype, archs: tuple[s
                     report.check(name, SKIPPED, "budget: no time left")
                     continue
                 try:
-                    if is_input_method(method):
-                        status, detail = _input_method(model, config, method, side, device, dtype)
+                    refusal = llm_method_refusal(family_of(config), method, LLM_PARAMS.get(method, {}), ratio=RATIO,
+                                                 layer_types=config_layer_types(config))
+                    if refusal is not None:
+                        status, detail = SKIPPED, f"refused by attach, as designed: {refusal}"
+                    elif is_input_method(method):
+                        status, detail = _input_method(model, config, method, side, inputs, device, dtype)
                     elif is_llm_method(method):
                         status, detail = _llm_method(model, inputs, method)
                     else:
                         equality = no_reference
-                        if equality is None and arch == "qwen3_vl_moe" and method not in MOE_EQUALITY:
-                            equality = "on the MoE the CPU tests compare only " + ", ".join(MOE_EQUALITY)
+                        if equality is None and _is_moe(config) and method not in MOE_EQUALITY:
+                            equality = "on a mixture of experts the CPU tests compare only " + ", ".join(MOE_EQUALITY)
                         status, detail = _token_method(model, inputs, method, equality, dtype,
                                                        encoder=no_reference is None)
                 except Exception as error:  # noqa: BLE001 - every method gets its line; the error is the detail

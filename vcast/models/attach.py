@@ -12,7 +12,7 @@ from vcast.families import all_families, family_of
 from vcast.models.adapter import Adapter
 from vcast.models.attached import attached_handle, remember
 from vcast.models.handle import PruningHandle, llm_plan
-from vcast.models.hybrid_methods import llm_method_refusal
+from vcast.models.hybrid_methods import config_layer_types, llm_method_refusal
 from vcast.models.vision_probe import stand_in_inputs
 from vcast.registry import check_params, get_method, is_input_method, is_llm_method, method_inputs
 from vcast.validation import check_ratio
@@ -69,7 +69,8 @@ def attach(
     if is_input_method(method):
         raise ValueError(input_method_refusal(method, "vcast.models.attach") +
                          ", then attach method='vanilla' to measure the same way")
-    refusal = llm_method_refusal(family_of(model), method)  # in-LLM methods on a hybrid language model
+    refusal = llm_method_refusal(family_of(model), method, params, ratio=ratio,  # in-LLM methods on a hybrid LLM
+                                 layer_types=config_layer_types(model.config) or ())
     if refusal is not None:
         raise ValueError(refusal)
     check_params(method, params)
@@ -83,7 +84,7 @@ def attach(
             _check_param_values(plan.pre_method, plan.pre_ratio, plan.pre_params)
     else:
         _check_param_values(method, ratio, params)
-    needed = method_inputs(method, params.get("variant"))
+    needed = method_inputs(method, **params)
     if needed and compress_images:
         raise ValueError(f"method {method!r} needs {', '.join(needed)} from the vision encoder, "
                          "which vcast reads for videos only; attach with compress_images=False")
@@ -108,7 +109,7 @@ def _check_param_values(method: str, ratio: float, params: dict[str, Any]) -> No
     """
     generator = torch.Generator().manual_seed(0)
     frames = torch.randn(STAND_IN_FRAMES, 1024, 8, generator=generator)
-    inputs = stand_in_inputs(method_inputs(method, params.get("variant")), STAND_IN_FRAMES, (32, 32), 8,
+    inputs = stand_in_inputs(method_inputs(method, **params), STAND_IN_FRAMES, (32, 32), 8,
                              generator)
     try:
         select(frames, ratio, method=method, **params, **inputs)

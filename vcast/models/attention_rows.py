@@ -7,8 +7,10 @@ and ask every layer (or the chosen one) for its full weights, which costs ``H * 
 Here the layer keeps its SDPA / FlashAttention kernel; from the layer's own input (captured by a
 pre-hook on its attention module) we recompute the chosen rows' queries and all keys exactly as
 the module does (projections, Qwen3-VL's per-head ``q_norm`` / ``k_norm``, the rotary embedding of
-the model's own module, grouped KV heads) and take the softmax over every key the row may see
-(causal, padding masked), in float32, in chunks of heads.
+the model's own module, grouped KV heads; a gated ``q_proj`` that yields each head's query and
+output gate side by side, as a hybrid model's softmax layers have, gives its query halves) and
+take the softmax over every key the row may see (causal, padding masked), in float32, in chunks of
+heads.
 
 ``score_dtype="model"`` instead yields the probabilities the way HF's eager kernel does in the
 model's dtype (what the official codes read): the queries projected for every token (the
@@ -43,9 +45,23 @@ def _rotary(module: nn.Module):
     return sys.modules[type(module).__module__].apply_rotary_pos_emb
 
 
-def _heads(module: nn.Module, projected: torch.Tensor, norm: Optional[nn.Module]) -> torch.Tensor:
-    """``[B, N, heads * d]`` -> ``[B, heads, N, d]``, through the per-head norm when the model has one."""
+def _query_heads(module: nn.Module) -> int:
+    """The module's query heads (its key-value heads times the groups)."""
+    return module.k_proj.out_features // module.head_dim * module.num_key_value_groups
+
+
+def _gated(module: nn.Module) -> bool:
+    """Whether ``q_proj`` yields ``[query | gate]`` per head (twice the query width), the gated
+    attention of a hybrid model's softmax layers: the query is each head's first half."""
+    return module.q_proj.out_features == 2 * _query_heads(module) * module.head_dim
+
+
+def _heads(module: nn.Module, projected: torch.Tensor, norm: Optional[nn.Module], gated: bool = False) -> torch.Tensor:
+    """``[B, N, heads * d]`` -> ``[B, heads, N, d]``, through the per-head norm when the model has one
+    (``gated``: ``[B, N, heads * 2d]``, each head's query half taken first, as the module does)."""
     batch, length, _ = projected.shape
+    if gated:
+        projected = projected.view(batch, length, -1, 2 * module.head_dim)[..., : module.head_dim]
     states = projected.view(batch, length, -1, module.head_dim)
     if norm is not None:
         states = norm(states)
@@ -59,7 +75,8 @@ def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embe
 
     Args:
         module: a decoder layer's self-attention (``q_proj``, ``k_proj``, ``head_dim``,
-            ``scaling``, ``num_key_value_groups``; optional ``q_norm`` / ``k_norm``).
+            ``scaling``, ``num_key_value_groups``; optional ``q_norm`` / ``k_norm``; a ``q_proj``
+            twice the query width is read as gated: ``[query | gate]`` per head).
         hidden_states: ``[B, S, C]``, the module's input (after the layer's input norm).
         position_embeddings: the ``(cos, sin)`` pair the module receives, each ``[B, S, d]``.
         rows: LongTensor ``[R]`` of query positions (the same for every batch row).
@@ -88,7 +105,7 @@ def attention_rows(module: nn.Module, hidden_states: torch.Tensor, position_embe
         projected = module.q_proj(hidden_states).index_select(1, rows)
     else:
         projected = module.q_proj(hidden_states.index_select(1, rows))
-    queries = _heads(module, projected, getattr(module, "q_norm", None))
+    queries = _heads(module, projected, getattr(module, "q_norm", None), gated=_gated(module))
     keys = _heads(module, module.k_proj(hidden_states), getattr(module, "k_norm", None))
     if rotary:
         rotate = _rotary(module)

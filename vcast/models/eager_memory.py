@@ -13,7 +13,9 @@ the model's dtype, their float32 softmax and its cast back to the model's dtype 
 the same tensor for float32), i.e. 8 bytes per score for float32, bfloat16 and float16; plus the
 model's additive ``[B, 1, S, S]`` eager mask, built once per forward. Layers run one after the
 other and free their weights, so one layer's peak is what must fit. Not counted: the weights,
-activations and KV cache, which the default path needs as well.
+activations and KV cache, which the default path needs as well. On a hybrid model only the
+softmax-attention layers materialise weights (its linear-attention layers have none); the peak of
+one such layer is the same estimate.
 """
 
 from __future__ import annotations

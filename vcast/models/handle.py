@@ -16,6 +16,13 @@ Hooks, all on the instance (no transformers class is touched):
 
 ``generate``'s own ``input_ids``, attention mask and position ids stay full-length: its output
 keeps the full prompt, and decoding positions continue from the unpruned prompt.
+
+The handle wires the hooks and holds a call's state; the work is in small pieces of their own:
+:mod:`vcast.models.call_meter` (the spans and peak memory of a call), :mod:`vcast.models.segment_pruner`
+(the method on each segment: which tokens survive), :mod:`vcast.models.prefill_routes` (re-laying
+a prefill to the survivors, before or after embedding), :mod:`vcast.models.decode_alignment` (the
+decoding steps against the pruned cache), :mod:`vcast.models.call_record` (a call's record -> its
+:class:`~vcast.models.stats.CallStats`) and :mod:`vcast.models.layer_drops` (the in-LLM stages).
 """
 
 from __future__ import annotations
@@ -27,16 +34,17 @@ import torch
 from torch import nn
 
 from vcast.families import family_of
-from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource, flat_tokens
+from vcast.models.adapter import ActivePruning, Adapter, PromptContext, TokenSource
 from vcast.models.attached import forget
+from vcast.models.call_meter import CallMeter
 from vcast.models.call_record import CallRecord, resolve
+from vcast.models.decode_alignment import realign_decode
 from vcast.models.layer_drops import LayerDrops, VideoTags
-from vcast.models.layout import SequenceLayout, plan_layout
 from vcast.models.llm_plan import LLMInfo, LLMPlan
-from vcast.models.meters import Clock, Mark, PeakMemory
+from vcast.models.prefill_routes import PrunedPrefill, Select, prune_embedded, prune_encoded
 from vcast.models.segment_pruner import prune_segments
 from vcast.models.stats import CallStats, LLMStageStats
-from vcast.models.vision_probe import VisionProbe, inputs_for_videos
+from vcast.models.vision_probe import MEAN_QUERY_ATTENTION, VisionProbe, check_supplied, inputs_for_videos
 from vcast.registry import call_params, get_method, is_llm_method, method_inputs
 
 logger = logging.getLogger(__name__)
@@ -57,23 +65,13 @@ class PruningHandle:
         self.method = method
         self.ratio = ratio
         self.params = dict(params)
-        device = next(adapter.language_model.parameters()).device
-        self._clock = Clock(device)
-        self._memory = PeakMemory(device)
+        self._meter = CallMeter(next(adapter.language_model.parameters()).device)
         self._context: Optional[PromptContext] = None
         self._active: Optional[ActivePruning] = None
-        self._record: Optional[CallRecord] = None
         self._resolved: Optional[CallStats] = None
-        self._in_call = False
-        self._step_is_decode = False
-        self._step_start: Optional[Mark] = None
-        self._vision_start: Optional[Mark] = None
-        self._prefill_start: Optional[Mark] = None
-        # generate() (transformers >= 5.18) runs the vision encoder before the prefill call:
-        # those spans wait here for the call they belong to.
-        self._early_vision: list[tuple[Mark, Mark]] = []
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
-        self._inputs = method_inputs(method, self.params.get("variant"))
+        self._inputs = method_inputs(method, **self.params)
+        check_supplied(adapter, self._inputs, method, self.params)  # before any hook: a refusal leaves none
         self._probe: Optional[VisionProbe] = None
         self.plan: Optional[LLMPlan] = None
         self._drops: Optional[LayerDrops] = None
@@ -95,10 +93,11 @@ class PruningHandle:
 
         Reading it waits for the device (CUDA events are resolved here, not in the hooks).
         """
-        if self._record is None:
+        meter = self._meter
+        if meter.record is None:
             return None
         if self._resolved is None:
-            self._resolved = resolve(self._record, self.method, self.ratio, self._clock, self._memory,
+            self._resolved = resolve(meter.record, self.method, self.ratio, meter.clock, meter.memory,
                                      self._num_layers if self.plan is not None else None)
         return self._resolved
 
@@ -145,81 +144,59 @@ class PruningHandle:
             self._num_layers: Optional[int] = self._drops.llm.num_layers  # kept: stats may be read after detach
         if self._inputs:  # only methods that read the vision encoder pay for it
             needs_attention = bool({"vision_attention", "vision_keys"} & set(self._inputs))
-            self._probe = VisionProbe(adapter, attention=needs_attention)
+            self._probe = VisionProbe(adapter, attention=needs_attention,
+                                      mean_query=MEAN_QUERY_ATTENTION in self._inputs)
 
     # Hooks ------------------------------------------------------------------------------------
     def _start_call(self) -> None:
-        early, self._early_vision = self._early_vision, []
-        self._record = CallRecord(vision=early)
+        clean = self._meter.start_call()
         self._resolved = None
         self._context = self._active = None
-        if not early:  # else the meter was reset when that early encode began
-            self._memory.reset()
-            if self._probe is not None:  # vision calls of an earlier prompt
-                self._probe.clear()
+        if clean and self._probe is not None:  # vision calls of an earlier prompt
+            self._probe.clear()
 
     def _on_call_start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # Decided here: the forward fills the cache, so its post hook would see a decode.
-        self._step_is_decode = not _is_prefill(kwargs)
-        if not self._step_is_decode:
+        decode = not _is_prefill(kwargs)
+        if not decode:
             self._start_call()
-        self._in_call = True
-        self._step_start = self._clock.mark()
+        self._meter.step_start(decode)
 
     def _on_call_end(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        self._in_call = False
-        record = self._record
-        if record is None:
-            return
-        if self._step_is_decode and self._step_start is not None:
-            record.decode.append((self._step_start, self._clock.mark()))
-        self._step_start = None
-        record.peak_memory = self._memory.read()
+        self._meter.step_end()
         self._resolved = None
+
+    def _on_vision_start(self, module: nn.Module, args: tuple) -> None:
+        self._meter.vision_start()
+
+    def _on_vision_end(self, module: nn.Module, args: tuple, output: Any) -> None:
+        self._meter.vision_end()
 
     def _on_embedder(self, module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
         if not _is_prefill(kwargs):
             if self._active is not None:
                 self.adapter.check_decode(kwargs)
             return None
-        if not self._in_call:  # the embedder was called directly, not through the model
+        if not self._meter.in_call:  # the embedder was called directly, not through the model
             self._start_call()
         context = self.adapter.capture(args, kwargs)
         if args or not self.adapter.can_prune_encoded(kwargs):
             self._context = context  # pruned later, on the embeddings, by the language-model hook
             return None
-        start = self._clock.mark()
-        rewritten = self._prune_encoded(kwargs, context)
-        if self._record is not None:
-            self._record.selection.append((start, self._clock.mark()))
-        return None if rewritten is None else (args, rewritten)
-
-    def _on_vision_start(self, module: nn.Module, args: tuple) -> None:
-        if not self._in_call and not self._early_vision:
-            self._memory.reset()
-        self._vision_start = self._clock.mark()
-
-    def _on_vision_end(self, module: nn.Module, args: tuple, output: Any) -> None:
-        if self._vision_start is None:
-            return
-        span = (self._vision_start, self._clock.mark())
-        self._vision_start = None
-        if self._in_call and self._record is not None:
-            self._record.vision.append(span)
-        else:
-            self._early_vision.append(span)
+        with self._meter.selection():
+            pruned = prune_encoded(self.adapter, self.model, kwargs, context, self._selector(context))
+        return None if pruned is None else (args, self._take(pruned))
 
     def _on_language_model_end(self, module: nn.Module, args: tuple, output: Any) -> None:
-        if self._prefill_start is not None and self._record is not None:
-            self._record.prefill.append((self._prefill_start, self._clock.mark()))
-        self._prefill_start = None
+        self._meter.prefill_end()
+        record = self._meter.record
         if self._drops is not None:
             kept = self._drops.end_prefill()
-            if kept and self._record is not None:
+            if kept and record is not None:
                 # The LLM's columns are those of the sequence after any pre-LLM pruning; its layout's
                 # gather index maps them back to the unpruned prompt (the segments' positions).
                 index = None if self._active is None else self._active.layout.index.cpu()
-                self._record.llm_stages = [
+                record.llm_stages = [
                     LLMStageStats(layer=layer, kept=[int(c.numel()) for c in columns],
                                   columns=[c.cpu() for c in columns],
                                   prompt_columns=[c.cpu() if index is None else index[row, c.cpu()]
@@ -231,17 +208,19 @@ class PruningHandle:
             context, self._context = self._context, None
             rewritten = None
             if context is not None:
-                start = self._clock.mark()
-                rewritten = self._prune_embedded(args, kwargs, context)
-                if self._record is not None:
-                    self._record.selection.append((start, self._clock.mark()))
+                if args:
+                    raise ValueError(f"{self.adapter.family}: the language model was called with positional "
+                                     "arguments; vcast hooks expect keyword arguments as transformers passes them")
+                with self._meter.selection():
+                    pruned = prune_embedded(self.adapter, kwargs, self._selector(context))
+                rewritten = None if pruned is None else (args, self._take(pruned))
             if self._drops is not None:
                 rewritten = self._begin_llm_stages(args, kwargs, rewritten)
-            self._prefill_start = self._clock.mark()
+            self._meter.prefill_start()
             return rewritten
         if self._active is None:
             return None
-        return args, self._realign_decode(kwargs, self._active)
+        return args, realign_decode(self.adapter, kwargs, self._active)
 
     def _begin_llm_stages(self, args: tuple, kwargs: dict, rewritten: Optional[tuple[tuple, dict]]) -> tuple[tuple, dict]:
         """Hand the language model's (possibly pre-pruned) inputs to the in-LLM stages."""
@@ -256,7 +235,18 @@ class PruningHandle:
             tags = VideoTags.empty(tuple(embeds.shape[:2]), embeds.device)
         return args, self._drops.begin_prefill(dict(kwargs), tags)
 
-    # Prefill: select, then re-lay --------------------------------------------------------------
+    # Prefill: select, then re-lay (vcast.models.prefill_routes) -------------------------------
+    def _selector(self, context: PromptContext) -> Select:
+        """The route's ``select``: this call's segments of ``context`` through the method."""
+        return lambda source, attention_mask, shape: self._select(context, source, attention_mask, shape)
+
+    def _take(self, pruned: PrunedPrefill) -> dict:
+        """Adopt a pruned prefill: decoding lines up with it, the in-LLM tags follow its layout."""
+        self._active = pruned.active
+        if self._tags is not None:
+            self._tags = self._tags.gather(pruned.layout)
+        return pruned.kwargs
+
     def _select(self, context: PromptContext, source: TokenSource, attention_mask: Optional[torch.Tensor],
                 shape: tuple[int, int]) -> Optional[torch.Tensor]:
         """Run the method on every segment: BoolTensor ``[B, L]`` of surviving tokens, or None
@@ -280,7 +270,7 @@ class PruningHandle:
         real = (torch.ones(shape, dtype=torch.bool, device=source.device) if attention_mask is None
                 else attention_mask.to(source.device).bool())
         pruned = prune_segments(segments, source, model_inputs, real, method, ratio, params, self._drops is not None)
-        record = self._record if self._record is not None else CallRecord()
+        record = self._meter.record if self._meter.record is not None else CallRecord()
         record.segments.extend(pruned.segments)
         record.tokens_before, record.tokens_after = pruned.tokens_before, pruned.tokens_after
         self._tags = pruned.tags
@@ -288,106 +278,6 @@ class PruningHandle:
             return None  # every token kept (e.g. ratio 1): the inputs stay exactly as they were
         record.pruned = True
         return pruned.survives
-
-    def _new_mask(self, layout: SequenceLayout, attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-        if not layout.needs_mask:
-            return None
-        return layout.valid.to(attention_mask.dtype if attention_mask is not None else torch.long)
-
-    def _prune_embedded(self, args: tuple, kwargs: dict, context: PromptContext) -> Optional[tuple[tuple, dict]]:
-        """Language-model pre-hook route: re-lay the embeddings (and DeepStack features)."""
-        if args:
-            raise ValueError(f"{self.adapter.family}: the language model was called with positional "
-                             "arguments; vcast hooks expect keyword arguments as transformers passes them")
-        embeds = kwargs.get("inputs_embeds")
-        if embeds is None:
-            return None
-        attention_mask = kwargs.get("attention_mask")
-        length = embeds.shape[1]
-        source = TokenSource.from_embeddings(embeds)
-        survives = self._select(context, source, attention_mask, embeds.shape[:2])
-        if survives is None:
-            return None
-        layout = plan_layout(survives, attention_mask)
-        self._relay_tags(layout)
-        kwargs = dict(kwargs)
-        kwargs["inputs_embeds"] = layout.gather(source.embeddings, dim=1)
-        kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
-        kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
-        self.adapter.prefill_extras(kwargs, layout, survives)
-        self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
-        logger.debug("%s: pruned the embedded prompt %d -> %d tokens", self.adapter.family, length, layout.width)
-        return args, kwargs
-
-    def _prune_encoded(self, kwargs: dict, context: PromptContext) -> Optional[dict]:
-        """Embedder pre-hook route (encoder outputs given): prune ids and encoder outputs before
-        anything is embedded, so the model never builds the full-length prompt."""
-        input_ids = kwargs["input_ids"]
-        encoded = kwargs["mm_encoder_outputs"]
-        masks = {kind: mask for kind, output in encoded.items()
-                 if output is not None and (mask := self.adapter.placeholder_mask(context, kind)) is not None}
-        flat = {kind: flat_tokens(encoded[kind].pooler_output) for kind in masks}
-        source = TokenSource.from_encoder(flat, masks)
-        attention_mask = kwargs.get("attention_mask")
-        survives = self._select(context, source, attention_mask, tuple(input_ids.shape))
-        if survives is None:
-            return None
-        flat = source.flat  # with any merged tokens written in
-        length = input_ids.shape[1]
-        layout = plan_layout(survives, attention_mask)
-        self._relay_tags(layout)
-        valid = layout.valid.to(input_ids.device)
-        kwargs = dict(kwargs)
-        kwargs["input_ids"] = layout.gather(input_ids, dim=1).masked_fill(~valid, self._filler_token())
-        if kwargs.get("mm_token_type_ids") is not None:
-            kwargs["mm_token_type_ids"] = layout.gather(kwargs["mm_token_type_ids"], dim=1).masked_fill(~valid, 0)
-        kwargs["attention_mask"] = self._new_mask(layout, attention_mask)
-        kwargs["position_ids"] = self.adapter.prefill_positions(kwargs.get("position_ids"), layout, length)
-        kwargs["mm_encoder_outputs"] = self.adapter.prune_encoded(encoded, masks, flat, survives, source.written)
-        self._active = ActivePruning(layout=layout, full_length=length, attention_mask=kwargs["attention_mask"])
-        logger.debug("%s: pruned the prompt before embedding %d -> %d tokens", self.adapter.family, length,
-                     layout.width)
-        return kwargs
-
-    def _relay_tags(self, layout: SequenceLayout) -> None:
-        if self._tags is not None:
-            self._tags = self._tags.gather(layout)
-
-    def _filler_token(self) -> int:
-        """A text token for pad slots (masked out; it only must not be a visual placeholder)."""
-        for config in (getattr(self.model, "generation_config", None), self.model.config,
-                       getattr(self.model.config, "text_config", None)):
-            pad = getattr(config, "pad_token_id", None)
-            if isinstance(pad, int):
-                return pad
-        return 0
-
-    # Decode: keep the mask and positions aligned with the pruned cache ---------------------------
-    def _realign_decode(self, kwargs: dict, active: ActivePruning) -> dict:
-        kwargs = dict(kwargs)
-        cache = kwargs["past_key_values"]
-        embeds = kwargs.get("inputs_embeds")
-        steps = embeds.shape[1] if embeds is not None else 1
-        new_tokens = cache.get_seq_length() - active.layout.width + steps
-        attention_mask = kwargs.get("attention_mask")
-        if attention_mask is not None:
-            if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
-                raise ValueError(f"{self.adapter.family}: decoding after a pruned prefill needs a 2-D attention "
-                                 f"mask, got {type(attention_mask).__name__}")
-            if attention_mask.shape[1] != active.full_length + new_tokens:
-                raise ValueError(
-                    f"{self.adapter.family}: the attention mask has {attention_mask.shape[1]} columns but the "
-                    f"cache continues a pruned prompt of {active.full_length} tokens plus {new_tokens} new ones; "
-                    "was the cache built by another call?"
-                )
-            head = (active.attention_mask if active.attention_mask is not None
-                    else attention_mask.new_ones(attention_mask.shape[0], active.layout.width))
-            kwargs["attention_mask"] = torch.cat([head.to(attention_mask), attention_mask[:, active.full_length :]], 1)
-        elif active.attention_mask is not None:
-            tail = active.attention_mask.new_ones(active.attention_mask.shape[0], new_tokens)
-            kwargs["attention_mask"] = torch.cat([active.attention_mask, tail], 1)
-        kwargs["position_ids"] = self.adapter.decode_positions(kwargs.get("position_ids"), active)
-        return kwargs
 
 
 def llm_info(model: nn.Module, adapter: Adapter) -> LLMInfo:

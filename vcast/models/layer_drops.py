@@ -32,12 +32,34 @@ with PyTorch hooks on its decoder layers (no transformers class is touched):
 The KV cache follows by itself: ``DynamicCache`` keeps one length per layer, so the layers
 after a drop cache only the kept tokens; ``generate``'s bookkeeping reads layer 0, which still
 holds the whole (pre-LLM) prompt.
+
+**Hybrid decoders** (``config.layer_types`` names layers that are not softmax attention, e.g.
+``"linear_attention"``: Gated DeltaNet, with a recurrent and a convolution state in the cache
+instead of per-token keys and values). The plan must pass
+:func:`vcast.models.llm_plan.hybrid_problems` (checked here too): scores are read only at softmax
+layers (through that layer's own ``self_attn``), and every drop comes after the first softmax layer.
+Then:
+
+- at prefill, the layers after a drop that are linear attention get the re-laid hidden states and,
+  instead of the softmax layers' 4-D / None mask, their own kind: the 2-D padding mask of the kept
+  slots (None when no slot is padding). Their recurrent state builds from the kept tokens alone;
+  the layers before the drop built theirs from every token, as a softmax layer's KV cache holds
+  them. The pads of a re-laid batch are on the left, so a zeroed pad adds nothing to a state that
+  is still zero;
+- a drop whose layer ``K - 1`` is linear (a stage scoring with layer ``K``'s weights) takes the
+  softmax layers' current mask, recorded at the last softmax layer that ran (the first softmax
+  layer always runs before any drop);
+- at decode, linear layers are left alone (a one-token step reads no mask and no positions; the
+  state is per sequence, not per token); softmax layers are re-aligned as above, each from its own
+  cache length. transformers' step mask and ``generate``'s / the handle's cache length come from the
+  first softmax layer's KV cache (``Cache.get_seq_length()`` and ``get_mask_sizes(q, 0)`` skip
+  the linear layers), which holds the whole prompt because no drop comes before it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 import torch
@@ -53,7 +75,7 @@ from vcast.models.llm_masks import (  # the kernel-format helpers, for the offic
     decode_mask,
     prefill_mask,
 )
-from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageInputs
+from vcast.models.llm_plan import LLMInfo, LLMPlan, LLMStage, StageInputs, hybrid_problems
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +133,10 @@ class _Prefill:
     states: list[dict[str, Any]] = field(default_factory=list)
     kept: list[tuple[int, list[torch.Tensor]]] = field(default_factory=list)  # per stage run: (K, kept columns per row)
     eager_weights: Optional[torch.Tensor] = None
+    # hybrid decoders only: the mask of the softmax layers (as the last one that ran got it) and
+    # the 2-D padding mask of the linear layers after the last drop
+    softmax_mask: Optional[torch.Tensor] = None
+    linear_mask: Optional[torch.Tensor] = None
 
 
 class LayerDrops:
@@ -125,6 +151,13 @@ class LayerDrops:
         self.plan = plan
         self.llm = llm
         self.layers = list(language_model.layers)
+        if not llm.layer_types and getattr(language_model.config, "layer_types", None):
+            self.llm = llm = replace(llm, layer_types=tuple(language_model.config.layer_types))
+        self.hybrid = llm.hybrid
+        self._softmax = [llm.softmax(index) for index in range(len(self.layers))]
+        problems = hybrid_problems(plan, llm)
+        if problems:
+            raise ValueError(f"this in-LLM plan cannot run on a hybrid {llm.family} language model: {problems[0]}")
         self.implementation = language_model.config._attn_implementation
         check_implementation(self.implementation)
         if plan.scores == "eager" and self.implementation != "eager":
@@ -198,10 +231,15 @@ class LayerDrops:
     # Hooks --------------------------------------------------------------------------------------
     def _make_pre_hook(self, index: int):
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
-            if self._prefill is not None:
-                if self._prefill.relaid is None:
+            state = self._prefill
+            if state is not None:
+                if self.hybrid:
+                    return self._hybrid_prefill_kwargs(index, args, kwargs, state)
+                if state.relaid is None:
                     return None
-                return args, {**kwargs, **self._prefill.relaid}
+                return args, {**kwargs, **state.relaid}
+            if not self._softmax[index]:  # a linear layer decodes from its state: nothing to re-align
+                return None
             stage = self._decode_stage(index)
             if stage is None:
                 return None
@@ -225,6 +263,19 @@ class LayerDrops:
             return hidden
 
         return hook
+
+    def _hybrid_prefill_kwargs(self, index: int, args: tuple, kwargs: dict,
+                               state: _Prefill) -> Optional[tuple[tuple, dict]]:
+        """A hybrid decoder's prefill: softmax layers get the re-laid kwargs (their mask is
+        recorded), linear layers the same with their own 2-D padding mask."""
+        if self._softmax[index]:
+            if state.relaid is not None:
+                kwargs = {**kwargs, **state.relaid}
+            state.softmax_mask = kwargs.get("attention_mask")
+            return None if state.relaid is None else (args, kwargs)
+        if state.relaid is None:
+            return None
+        return args, {**kwargs, **state.relaid, "attention_mask": state.linear_mask}
 
     def _keep_eager_weights(self, module: nn.Module, args: tuple, output: Any) -> None:
         if self._prefill is not None and isinstance(output, tuple) and len(output) > 1 and output[1] is not None:
@@ -327,7 +378,11 @@ class LayerDrops:
         else:
             relaid["position_embeddings"] = (layout.gather(cos, dim=1), layout.gather(sin, dim=1))
         relaid["position_ids"] = compact_positions(new_valid)
-        relaid["attention_mask"] = prefill_mask(kwargs.get("attention_mask"), layout, self.implementation, hidden.dtype)
+        # the softmax layers' mask: this layer's own, or (a linear layer K - 1) the last softmax layer's
+        mask = kwargs.get("attention_mask") if self._softmax[stage.layer - 1] else state.softmax_mask
+        relaid["attention_mask"] = prefill_mask(mask, layout, self.implementation, hidden.dtype)
+        if self.hybrid:  # the linear layers' 2-D padding mask of the kept slots
+            state.linear_mask = None if bool(new_valid.all()) else new_valid.long()
         state.columns = layout.gather(state.columns, dim=1)
         if self.plan.post_drop_causal == "original_positions":
             relaid["attention_mask"] = self._original_positions_mask(state.columns, new_valid, hidden.dtype)

@@ -6,6 +6,10 @@ Transformers builds one mask per forward for the layer-0 sequence and hands it t
 mask (FlashAttention-2). After a drop, the layers from ``K`` on see a shorter sequence: their
 mask is the layer-0 mask with the kept columns (and rows) picked out, and pad slots of a batch
 whose rows kept different numbers of tokens masked as keys.
+
+These are the softmax layers' masks. A hybrid model's linear-attention layers take their own 2-D
+padding mask (None without pads), which :mod:`vcast.models.layer_drops` gives them after a drop
+(the kept slots), and no mask at a one-token decoding step.
 """
 
 from __future__ import annotations

@@ -12,12 +12,19 @@ PruneVid and FrameFusion) is registered with :func:`vcast.registry.register_llm_
 :mod:`vcast.models.layer_drops` carries the plan out inside the model: before layer ``K`` of a
 stage it gives the stage's ``choose`` function one :class:`StageInputs` per batch row and re-lays
 the hidden states, KV cache, positions, masks and DeepStack inputs after its :class:`StageChoice`.
+
+**Hybrid language models** (``LLMInfo.layer_types`` names layers that are not softmax attention,
+e.g. ``"linear_attention"``: Gated DeltaNet, a recurrent state instead of a KV cache): a plan
+applies only when :func:`hybrid_problem` finds nothing, i.e. every stage that reads attention
+reads it at a softmax-attention layer (a linear layer has no attention scores), and every drop
+comes after the first softmax layer (transformers reads the decode's cache length and mask size
+from that layer's KV cache, which must hold the whole prompt). :meth:`LLMPlan.check` raises it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
@@ -29,6 +36,9 @@ SCORE_DTYPES = ("float32", "model")
 SCORE_SCALES = ("multiply", "divide")
 DEEPSTACK_MODES = ("after", "before")
 POST_DROP_CAUSAL = ("kept", "original_positions")
+# ``config.layer_types`` values of softmax-attention layers (anything else, e.g. "linear_attention",
+# has no attention scores and no per-token KV cache).
+SOFTMAX_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 
 
 @dataclass(frozen=True)
@@ -41,18 +51,40 @@ class LLMInfo:
         method_defaults: the family's per-method defaults (``Family.method_defaults``:
             ``{method: {param: value}}``, e.g. FlashVID's official layer for this family).
         mrope: whether its positions are multi-axis (MRoPE): kept tokens cannot be renumbered.
+        layer_types: ``config.layer_types`` (one per layer), or empty: every layer is softmax
+            attention. Types outside :data:`SOFTMAX_LAYER_TYPES` make the model hybrid.
     """
 
     family: str
     num_layers: int
     method_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     mrope: bool = False
+    layer_types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer_types", tuple(self.layer_types))
+        if self.layer_types and len(self.layer_types) != self.num_layers:
+            raise ValueError(f"layer_types names {len(self.layer_types)} layers, the model has {self.num_layers}")
 
     @classmethod
-    def of(cls, family: Family, num_layers: int) -> "LLMInfo":
-        """The language model of ``family`` with ``num_layers`` layers."""
+    def of(cls, family: Family, num_layers: int, layer_types: Optional[Sequence[str]] = None) -> "LLMInfo":
+        """The language model of ``family`` with ``num_layers`` layers (of ``layer_types``, when
+        the config names them)."""
         return cls(family=family.display, num_layers=num_layers, method_defaults=family.method_defaults,
-                   mrope=family.mrope)
+                   mrope=family.mrope, layer_types=tuple(layer_types or ()))
+
+    def softmax(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` is softmax attention (has attention scores and a KV cache)."""
+        return not self.layer_types or self.layer_types[layer] in SOFTMAX_LAYER_TYPES
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether some layer is not softmax attention."""
+        return any(not self.softmax(layer) for layer in range(len(self.layer_types)))
+
+    @property
+    def softmax_layers(self) -> tuple[int, ...]:
+        return tuple(layer for layer in range(self.num_layers) if self.softmax(layer))
 
 
 @dataclass(frozen=True)
@@ -216,6 +248,41 @@ class LLMPlan:
             if self.scores == "eager" and stage.queries is not None and stage.score_layer != stage.layer - 1:
                 raise ValueError("scores='eager' reads the weights of the layer just run; a stage scoring with the "
                                  f"next layer's weights (layer {stage.layer}) computes its rows itself")
+        problems = hybrid_problems(self, llm)
+        if problems:
+            raise ValueError(f"{problems[0]}" + (f" (and {len(problems) - 1} more stage(s) alike)"
+                                                 if len(problems) > 1 else ""))
+
+
+def stage_problem(stage: LLMStage, llm: LLMInfo) -> Optional[str]:
+    """Why ``stage`` cannot run on the hybrid language model ``llm``, or None (always None on a
+    model whose layers are all softmax attention); see the module docstring."""
+    if not llm.hybrid:
+        return None
+    softmax = llm.softmax_layers
+    if stage.queries is not None and not llm.softmax(stage.score_layer):
+        return (f"its stage before layer {stage.layer} chooses by the attention scores of layer "
+                f"{stage.score_layer}, a {llm.layer_types[stage.score_layer]!r} layer, which has none "
+                f"(softmax attention only in layer{'s' if len(softmax) > 1 else ''} {layer_span(softmax)} of "
+                f"{llm.num_layers})")
+    if not softmax or stage.layer <= softmax[0]:
+        first = f"layer {softmax[0]}, the first softmax-attention layer" if softmax else "a softmax-attention layer"
+        return (f"its stage before layer {stage.layer} drops tokens before {first}, whose KV cache transformers "
+                "reads for every decoding step's cache length and mask size, so it must hold the whole prompt")
+    return None
+
+
+def hybrid_problems(plan: LLMPlan, llm: LLMInfo) -> list[str]:
+    """:func:`stage_problem` of each stage of ``plan`` that has one, in order."""
+    return [problem for problem in (stage_problem(stage, llm) for stage in plan.stages) if problem is not None]
+
+
+def layer_span(layers: Sequence[int]) -> str:
+    """``3, 7, 11, ..., 63`` for an arithmetic run longer than four, else every layer listed."""
+    layers = list(layers)
+    if len(layers) > 4 and len({b - a for a, b in zip(layers, layers[1:])}) == 1:
+        return f"{layers[0]}, {layers[1]}, {layers[2]}, ..., {layers[-1]}"
+    return ", ".join(map(str, layers))
 
 
 def layer_scaled(layer: int, reference_layers: int, num_layers: int) -> int:

@@ -121,9 +121,10 @@ def probe_video(model: nn.Module, inputs: Mapping[str, Any]) -> tuple[Any, list]
     """Encode ``inputs``' video with a bare :class:`vcast.models.vision_probe.VisionProbe` attached
     (no pruning): (the encoder's pooled video output, the probe's records of the call)."""
     from vcast.models.attach import adapter_class
-    from vcast.models.vision_probe import VisionProbe
+    from vcast.models.vision_probe import MEAN_QUERY_ATTENTION, VisionProbe, supplies
 
-    probe = VisionProbe(adapter_class(model)(model, None, False), attention=True)
+    adapter = adapter_class(model)(model, None, False)
+    probe = VisionProbe(adapter, attention=True, mean_query=supplies(adapter, MEAN_QUERY_ATTENTION))
     try:
         with torch.no_grad():
             pooled = encode(model, inputs)["video"].pooler_output
@@ -148,5 +149,5 @@ def encoder_selection(model: nn.Module, inputs: Mapping[str, Any], method: str, 
     pooled, records = probe_video(model, inputs)
     tokens = pooled[0][: pooled[0].shape[0] - adapter.trailing_tokens]
     frames, per_frame = records[-1].units[0]  # one video: one (T, P)
-    (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method, params.get("variant")), family)
+    (extra,) = inputs_for_videos(records, [(frames, per_frame)], method_inputs(method, **params), family)
     return select(tokens.reshape(frames, per_frame, -1), ratio, method=method, **params, **extra)

@@ -81,8 +81,8 @@ def preflight(spec: CellSpec) -> Optional[str]:
     import vcast
     from vcast.eval.plugin_args import check_frames, model_args_problem
     from vcast.families import family_for_plugin
-    from vcast.models.hybrid_methods import llm_method_refusal
-    from vcast.registry import check_params, is_input_method, method_params, method_variants
+    from vcast.models.hybrid_methods import checkpoint_layer_types, llm_method_refusal
+    from vcast.registry import check_params, is_input_method, is_llm_method, method_params, method_variants
 
     if spec.method_id not in vcast.available_methods():
         return (f"method {spec.method_id!r} (config {spec.method!r}) is not implemented in this version of vcast; "
@@ -99,9 +99,21 @@ def preflight(spec: CellSpec) -> Optional[str]:
     if problem is not None:
         return problem
     family = family_for_plugin(spec.plugin)
-    refusal = None if family is None else llm_method_refusal(family, spec.method_id)
+    layer_types = (checkpoint_layer_types(spec.pretrained, family)  # a hybrid LLM: per method, params and layers
+                   if family is not None and family.hybrid_attention and is_llm_method(spec.method_id) else None)
+    refusal = None if family is None else llm_method_refusal(family, spec.method_id, spec.method_params,
+                                                             ratio=spec.ratio, layer_types=layer_types)
     if refusal is not None:
         return refusal
+    if family is not None:  # model inputs the family's adapter cannot compute (vcast.models.vision_probe)
+        from vcast.models.vision_probe import supplied_problem
+        from vcast.registry import method_inputs
+
+        params = {key: value for key, value in spec.method_params.items() if key != "variant"}
+        needed = method_inputs(spec.method_id, spec.variant, **params)
+        problem = supplied_problem(family.load("adapter"), family.display, needed, spec.method_id, spec.method_params)
+        if problem is not None:
+            return problem
     if is_input_method(spec.method_id):
         from vcast.api import input_plan
         from vcast.eval.input_budget import input_plan_refusal

@@ -28,6 +28,8 @@ VLLM_METHODS: tuple[str, ...] = vllm_methods()
 _NOT_IN_VLLM = {
     "vision_attention": "needs the vision encoder's attention maps, which vLLM's fused attention kernels never form",
     "vision_keys": "needs the vision encoder's keys, which vLLM's vision tower does not expose",
+    "vision_mean_query_attention": "needs the vision encoder's last-block queries and keys, which vLLM's vision tower "
+                                   "does not expose",
 }
 # Probe tensors for the count: two different contents, so a content-dependent count is caught.
 _PROBE_SEEDS = (0, 1)

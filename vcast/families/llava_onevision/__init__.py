@@ -20,6 +20,7 @@ FAMILY = Family(
     tiny="vcast.families.llava_onevision.tiny",
     flops="vcast.families.llava_onevision.flops",
     real_size="vcast.families.llava_onevision.real_size:real_config",
+    kit_prompt="vcast.families.llava_onevision.kit:video_prompt",
     frames_per_step=1,
     min_frames=1,
     mrope=False,

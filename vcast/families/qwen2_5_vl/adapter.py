@@ -10,11 +10,15 @@ merger's video tokens, keep their MRoPE (t, h, w)) with what differs from Qwen3-
   tokens span ``h`` height and ``w`` width positions, ``P = h * w``, ``T = tokens / P``.
 - Temporal positions are absolute time: ``get_rope_index`` spaces the temporal patches by
   ``tokens_per_second * second_per_grid_ts`` (the processor's ``second_per_grid_ts`` =
-  ``temporal_patch_size / fps`` of the sampled frames): :meth:`rope_index_extras`.
+  ``temporal_patch_size / fps`` of the sampled frames): :meth:`rope_index_extras`. Qwen2-VL's are
+  the temporal patch's index, and its ``get_rope_index`` takes nothing more.
 - No DeepStack (nothing to re-lay beyond the embeddings).
 - The ViT attends within windows (``window_size`` pixels, a square of merge units) except in the
   ``fullatt_block_indexes`` blocks, over tokens it keeps reordered window by window
-  (``window_index``): :meth:`feature_scores`.
+  (``window_index``): :meth:`feature_scores`. Qwen2-VL's ViT has no windows: every block attends
+  over each temporal patch in the LLM's order (the reorder is the identity, :meth:`_window_index`).
+
+Which of the two archs a model is comes from its ``model_type`` (:data:`vcast.families.qwen2_5_vl.ARCHS`).
 """
 
 from __future__ import annotations
@@ -25,15 +29,17 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from vcast.families.qwen2_5_vl import arch_traits
 from vcast.models.adapter import token_runs
 from vcast.models.mrope_adapter import MRopeAdapter, vit_column_means
-from vcast.models.vision_probe import VisionRecord
+from vcast.models.vision_probe import VisionRecord, mean_query_attention
 
 
 class Qwen25VLAdapter(MRopeAdapter):
 
     def __init__(self, model: nn.Module, positions: Optional[str], compress_images: bool) -> None:
         super().__init__(model, positions, compress_images)
+        self._traits = arch_traits(model.config.model_type)
         self._vision_grid: Optional[torch.Tensor] = None  # grid_thw of the encoder call in progress
 
     # Layout -----------------------------------------------------------------------------------
@@ -67,7 +73,10 @@ class Qwen25VLAdapter(MRopeAdapter):
         return grids
 
     def rope_index_extras(self, inputs: Any) -> dict[str, Any]:
-        """``second_per_grid_ts``: seconds per temporal patch of each video (absolute-time MRoPE)."""
+        """``second_per_grid_ts``: seconds per temporal patch of each video (absolute-time MRoPE);
+        nothing for Qwen2-VL, whose temporal positions are the temporal patches' indices."""
+        if not self._traits.absolute_time:
+            return {}
         return {"second_per_grid_ts": inputs.get("second_per_grid_ts")}
 
     # Vision encoder: the last block, a full-attention one in the published models ---------------
@@ -78,7 +87,11 @@ class Qwen25VLAdapter(MRopeAdapter):
         return record
 
     def _window_index(self, visual: nn.Module, grid_thw: torch.Tensor) -> torch.Tensor:
-        """The encoder's ``window_index``: merge unit order inside the blocks -> input (LLM) order."""
+        """The encoder's ``window_index``: merge unit order inside the blocks -> input (LLM) order
+        (``[units]``, ``units = sum(t * h * w) / merge**2``); the identity for Qwen2-VL's windowless ViT."""
+        if not self._traits.windowed_vit:
+            units = int(grid_thw.prod(-1).sum()) // self._merge**2
+            return torch.arange(units, device=grid_thw.device)
         module = sys.modules[type(visual).__module__]
         make = getattr(module, "get_vision_window_index", None)
         if make is not None:  # transformers >= 5.x
@@ -116,3 +129,34 @@ class Qwen25VLAdapter(MRopeAdapter):
         attention = attention.view(-1, unit).mean(-1)[reverse]
         head_mean_keys = keys.float().mean(1).view(length // unit, unit, -1).mean(1)[reverse]
         return attention, head_mean_keys
+
+    def mean_query_scores(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+        """``vision_mean_query_attention`` of the feature (last) layer: ``[N]`` per LLM token, in the
+        LLM's order and the model's dtype.
+
+        FastVID's Qwen2.5-VL release computes it in this block's attention forward
+        (:func:`vcast.models.vision_probe.mean_query_attention`): on the block's own rotated queries
+        and keys (``qkv``, then the model's ``apply_rotary_pos_emb_vision``), in the encoder's window
+        order, per temporal patch of the grid (whatever ``cu_seqlens`` the block attends with); here
+        per ``grid_thw`` row (the release takes ``grid_thw[0]``, one video per call), each row's
+        temporal patches contiguous in that order. The units go back to the LLM's order with
+        ``argsort(window_index)``, the merger's ``reverse_indices`` the release applies (the
+        identity for Qwen2-VL, whose ViT has no windows).
+        """
+        grid_thw = self._vision_grid
+        if grid_thw is None:
+            raise ValueError(f"{self.family}: the feature layer ran outside a recorded vision-encoder call")
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        cos, sin = kwargs["position_embeddings"]
+        length = hidden.shape[0]
+        queries, keys, _ = module.qkv(hidden).reshape(length, 3, module.num_heads, -1).unbind(1)  # [N, H, d]
+        rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb_vision  # the model's own
+        queries, keys = rotary(queries, keys, cos, sin)
+        unit = self._merge**2
+        per_row, start = [], 0
+        for t, h, w in grid_thw.tolist():
+            stop = start + t * h * w
+            per_row.append(mean_query_attention(queries[start:stop], keys[start:stop], t, unit).reshape(-1))
+            start = stop
+        reverse = torch.argsort(self._window_index(self.model.model.visual, grid_thw).to(hidden.device))
+        return torch.cat(per_row)[reverse]

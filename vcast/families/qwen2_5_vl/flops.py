@@ -1,6 +1,6 @@
-"""Qwen2.5-VL's vision FLOPs (the conventions of :mod:`vcast.models.flops`: 2 FLOPs per
-multiply-add, matrix products only, attention over the full score matrix of each sequence it runs
-on, each item on its own tokens).
+"""The family's vision FLOPs: Qwen2.5-VL's windowed ViT and Qwen2-VL's (the conventions of
+:mod:`vcast.models.flops`: 2 FLOPs per multiply-add, matrix products only, attention over the full
+score matrix of each sequence it runs on, each item on its own tokens).
 
 Per temporal patch of ``p = h x w`` patches (``D`` width, ``I`` MLP width, ``c = 3 * 2 * 14^2``
 input values per patch, ``s`` the spatial merge)::
@@ -17,9 +17,17 @@ down projections. The windows tile the temporal patch's ``h/s x w/s`` merge unit
 (``n_w`` is 4 x the units a window holds): the partition of transformers' ``get_vision_window_index``.
 There is no DeepStack.
 
+Qwen2-VL (``gated_vit`` and ``windowed_vit`` false in :data:`vcast.families.qwen2_5_vl.ARCHS`): ``D`` is
+the vision config's ``embed_dim``, its ``hidden_size`` the merger's output ``D_out``, and::
+
+    each block           8 p D^2 + 4 p D I + 4 p^2 D     I = embed_dim * mlp_ratio
+
+``4 p D I``: the MLP's ``fc1`` and ``fc2`` (QuickGELU between, not counted); every block attends
+over the whole temporal patch. Patch embedding and merger as above.
+
 A work unit (:func:`vision_units`) is ``(t, h * w)`` like every family's, and also carries the
 patch grid ``(h, w)`` that the windows depend on (:class:`GridUnit`). A bare ``(t, p)`` tuple is
-taken as a square grid.
+taken as a square grid (Qwen2.5-VL; Qwen2-VL needs no grid).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from vcast.families.qwen2_5_vl import ArchTraits, arch_traits
 from vcast.models.flops import config_value
 
 
@@ -49,6 +58,10 @@ def _vision(config: Any) -> Any:
     return config_value(config, "vision_config")
 
 
+def _traits(config: Any) -> ArchTraits:
+    return arch_traits(str(config_value(config, "model_type", "")))
+
+
 def window_sizes(config: Any, height: int, width: int) -> list[int]:
     """Patches per attention window of one temporal patch of ``height x width`` patches."""
     vision = _vision(config)
@@ -61,19 +74,27 @@ def window_sizes(config: Any, height: int, width: int) -> list[int]:
 
 def frame_flops(config: Any, height: int, width: int) -> float:
     """One temporal patch of ``height x width`` patches through the encoder and the merger."""
-    vision = _vision(config)
-    d, inner = int(config_value(vision, "hidden_size")), int(config_value(vision, "intermediate_size"))
+    vision, traits = _vision(config), _traits(config)
     depth, merge = int(config_value(vision, "depth")), int(config_value(vision, "spatial_merge_size"))
     patch, temporal = int(config_value(vision, "patch_size")), int(config_value(vision, "temporal_patch_size"))
     values = int(config_value(vision, "in_channels", 3)) * temporal * patch * patch
-    full = {int(i) % depth for i in config_value(vision, "fullatt_block_indexes", ())}
+    if traits.gated_vit:  # SwiGLU: gate, up and down projections
+        d, out = int(config_value(vision, "hidden_size")), int(config_value(vision, "out_hidden_size"))
+        mlp = 6.0 * d * int(config_value(vision, "intermediate_size"))
+    else:  # Qwen2-VL: fc1 and fc2 of embed_dim * mlp_ratio (transformers rounds it down with int())
+        d, out = int(config_value(vision, "embed_dim")), int(config_value(vision, "hidden_size"))
+        mlp = 4.0 * d * int(d * config_value(vision, "mlp_ratio"))
     p = height * width
-    windowed = 4.0 * d * sum(n * n for n in window_sizes(config, height, width))
+    if traits.windowed_vit:
+        full = {int(i) % depth for i in config_value(vision, "fullatt_block_indexes", ())}
+        windowed = 4.0 * d * sum(n * n for n in window_sizes(config, height, width))
+    else:  # no windows: every block attends over the whole temporal patch
+        full, windowed = set(range(depth)), 0.0
     flops = 2.0 * p * values * d
     for block in range(depth):
-        flops += 8.0 * p * d * d + 6.0 * p * d * inner + (4.0 * p * p * d if block in full else windowed)
+        flops += 8.0 * p * d * d + p * mlp + (4.0 * p * p * d if block in full else windowed)
     wide, merged = d * merge * merge, p // (merge * merge)
-    flops += 2.0 * merged * wide * wide + 2.0 * merged * wide * int(config_value(vision, "out_hidden_size"))
+    flops += 2.0 * merged * wide * wide + 2.0 * merged * wide * out
     return flops
 
 
@@ -83,7 +104,9 @@ def vision_flops(config: Any, units: Sequence[tuple[int, int]]) -> float:
     for unit in units:
         frames, patches = unit
         height, width = getattr(unit, "height", None), getattr(unit, "width", None)
-        if height is None:
+        if height is None and not _traits(config).windowed_vit:  # the cost depends on p alone
+            height, width = 1, int(patches)
+        elif height is None:
             side = math.isqrt(int(patches))
             if side * side != patches:
                 raise ValueError(f"Qwen2.5-VL's windowed attention needs the patch grid of a unit; ({frames}, "

@@ -1,5 +1,5 @@
-"""Qwen2.5-VL's tiny checkpoints: the spec and builder behind
-:func:`vcast.tiny_checkpoints.build_tiny_checkpoint` for the arch ``qwen2_5_vl``.
+"""The family's tiny checkpoints: the spec and builder behind
+:func:`vcast.tiny_checkpoints.build_tiny_checkpoint` for the archs ``qwen2_5_vl`` and ``qwen2_vl``.
 
 Kept from the real models (Qwen/Qwen2.5-VL-*-Instruct): patch 14, temporal patch 2, 2x2 spatial
 merge, the windowed ViT (a window of 2x2 merge units for ``tiny``, 4x4 = the real 112 px for
@@ -9,6 +9,13 @@ merge, the windowed ViT (a window of 2x2 merge units for ``tiny``, 4x4 = the rea
 absolute-time temporal positions (``tokens_per_second`` 2), the Instruct chat template (ChatML,
 default system turn) and the published processor classes and values; only the pixel budgets
 shrink for ``tiny`` (an 8 x 128 x 128 clip becomes 4 temporal patches of 4 x 4 tokens).
+
+``qwen2_vl`` (Qwen/Qwen2-VL-*-Instruct) is the same but for its ViT, which has no windows (every block
+attends over each temporal patch), LayerNorm and a ``fc1``/``fc2`` QuickGELU MLP of ``embed_dim *
+mlp_ratio`` (the real ratio 4), and for its temporal MRoPE (the temporal patch's index, no
+``tokens_per_second``); its processor is ``Qwen2VLProcessor`` with the same image and video
+processors and values (Qwen/Qwen2-VL-7B-Instruct's ``preprocessor_config.json`` has the same pixel
+bounds, patch, merge and mean/std) and the same chat template.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vcast.families.qwen2_5_vl import arch_traits
 from vcast.tiny_qwen import generation_config, vision_token_ids
 from vcast.tiny_tokenizer import QWEN_SPECIALS, build_tokenizer, padded_vocab
 
@@ -56,7 +64,7 @@ _TEXT: dict[str, dict[str, Any]] = {
     "bench": dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
                   num_key_value_heads=4, mrope_section=[8, 12, 12]),
 }
-# Vision towers: window_size in pixels (window_size // patch // merge merge units per side: the
+# Qwen2.5-VL vision towers: window_size in pixels (window_size // patch // merge merge units per side: the
 # real 112 px is 4; tiny's 56 px is 2, still more than one merge unit); the full-attention blocks
 # are every other one and include the last (the feature layer VisionZip & co. read), as the real
 # [7, 15, 23, 31] of 32 does.
@@ -65,6 +73,11 @@ _VISION: dict[str, dict[str, Any]] = {
                  fullatt_block_indexes=[1]),
     "bench": dict(depth=4, hidden_size=64, intermediate_size=128, num_heads=4, window_size=112,
                   fullatt_block_indexes=[1, 3]),
+}
+# Qwen2-VL vision towers: no windows; width embed_dim, MLP embed_dim * mlp_ratio (the real 4: 1280 -> 5120).
+_VISION_QWEN2: dict[str, dict[str, Any]] = {
+    "tiny": dict(depth=2, embed_dim=32, mlp_ratio=4, num_heads=2),
+    "bench": dict(depth=4, embed_dim=64, mlp_ratio=4, num_heads=4),
 }
 # Pixel budgets per frame (transformers' Qwen2VL*Processor ``size`` = {shortest_edge: min_pixels,
 # longest_edge: max_pixels}). bench: the published ones, ``preprocessor_config.json`` of
@@ -88,9 +101,8 @@ _STD = [0.26862954, 0.26130258, 0.27577711]
 
 def checkpoint_spec(arch: str, size: str) -> dict[str, Any]:
     """The hyper-parameters of ``(arch, size)`` (a deep copy); ``size`` checked by the caller."""
-    if arch != "qwen2_5_vl":
-        raise ValueError(f"unknown Qwen2.5-VL arch {arch!r}")
-    return copy.deepcopy({"text": _TEXT[size], "vision": _VISION[size], "video_size": _VIDEO_SIZE[size],
+    vision = _VISION if arch_traits(arch).windowed_vit else _VISION_QWEN2
+    return copy.deepcopy({"text": _TEXT[size], "vision": vision[size], "video_size": _VIDEO_SIZE[size],
                           "image_size": _IMAGE_SIZE[size]})
 
 
@@ -100,7 +112,10 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
         Qwen2_5_VLConfig,
         Qwen2_5_VLForConditionalGeneration,
         Qwen2_5_VLProcessor,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
         Qwen2VLVideoProcessor,
     )
 
@@ -122,11 +137,17 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
         pad_token_id=ids["<|endoftext|>"],
         rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": mrope_section},
     )
-    vision = dict(spec["vision"])
-    vision.update(patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3, hidden_act="silu",
-                  tokens_per_second=2, out_hidden_size=text["hidden_size"])
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **vision_token_ids(ids))
-    model = Qwen2_5_VLForConditionalGeneration(config)
+    vision = dict(spec["vision"], patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
+    if arch_traits(arch).windowed_vit:
+        vision.update(hidden_act="silu", tokens_per_second=2, out_hidden_size=text["hidden_size"])
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **vision_token_ids(ids))
+        model = Qwen2_5_VLForConditionalGeneration(config)
+        processor_class = Qwen2_5_VLProcessor
+    else:  # Qwen2-VL: the merger's output width is the vision config's hidden_size
+        vision.update(hidden_act="quick_gelu", hidden_size=text["hidden_size"])
+        config = Qwen2VLConfig(text_config=text, vision_config=vision, **vision_token_ids(ids))
+        model = Qwen2VLForConditionalGeneration(config)
+        processor_class = Qwen2VLProcessor
     model.generation_config = generation_config(ids)
 
     proc_common = dict(patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=_MEAN, image_std=_STD)
@@ -134,6 +155,6 @@ def build(arch: str, size: str, words: tuple[str, ...] = ()) -> tuple[Any, Any]:
     # do_sample_frames=False, 4..768 frames: the class defaults, which the published config keeps.
     video_processor = Qwen2VLVideoProcessor(size=spec["video_size"], do_sample_frames=False, min_frames=4,
                                             max_frames=768, cap_pixels_per_frame=False, **proc_common)
-    processor = Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                    video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer,
+                                video_processor=video_processor, chat_template=CHAT_TEMPLATE)
     return model, processor

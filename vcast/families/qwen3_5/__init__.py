@@ -6,8 +6,9 @@ Modules: :mod:`.adapter` (the pruning hooks' view of the model), :mod:`.plugin` 
 ``vcast_qwen3_5``), :mod:`.tiny` (tiny checkpoints), :mod:`.flops` (the vision encoder's and the
 hybrid language model's FLOPs shapes), :mod:`.real_size` (the published configs the GPU kit builds).
 
-Pruning runs before the language model (kept tokens keep their MRoPE positions); the in-LLM methods
-are refused (``hybrid_attention``, :mod:`vcast.models.hybrid_methods`).
+Pruning runs before the language model (kept tokens keep their MRoPE positions). The in-LLM methods
+run where every stage reads a softmax layer (e.g. FastV ``layer=4``); the others are refused with
+the reason (``hybrid_attention``, :mod:`vcast.models.hybrid_methods`).
 """
 
 from vcast.families.family import Family, PublishedModel
@@ -25,6 +26,7 @@ FAMILY = Family(
     tiny="vcast.families.qwen3_5.tiny",
     flops="vcast.families.qwen3_5.flops",
     real_size="vcast.families.qwen3_5.real_size:real_config",
+    kit_prompt="vcast.families.qwen3_5.kit:video_prompt",
     frames_per_step=2,
     min_frames=2,
     mrope=True,

@@ -20,8 +20,10 @@ precomputed, so the hooks prune before anything is embedded. What differs is han
 - **Positions**: only the softmax layers use them; kept tokens keep their original MRoPE
   coordinates exactly as in Qwen3-VL (partial rotary on a quarter of the head dim changes nothing
   for the hooks).
-- **In-LLM methods** need softmax attention scores in every layer they might read: refused for
-  this family (:mod:`vcast.models.hybrid_methods`), before any hook is placed.
+- **In-LLM methods** run when every stage reads its scores at a softmax layer and drops after the
+  first one (layer 3); the layer hooks give the linear layers after a drop the kept tokens and
+  their 2-D padding mask (:mod:`vcast.models.layer_drops`). The others are refused with the stage,
+  its layer and the values that work, before any hook is placed (:mod:`vcast.models.hybrid_methods`).
 """
 
 from __future__ import annotations

@@ -87,3 +87,15 @@ def real_config(arch: str) -> dict[str, Any]:
     if arch not in _CONFIGS:
         raise ValueError(f"unknown Qwen3.5 arch {arch!r}; expected one of {', '.join(_CONFIGS)}")
     return copy.deepcopy(_CONFIGS[arch])
+
+
+def tiny_widths(spec: dict[str, Any], arch: str) -> dict[str, Any]:
+    """``spec`` with the tiny checkpoint's widths, depths and layer pattern (the GPU kit's CPU mode)."""
+    from vcast.families.qwen3_5.tiny import checkpoint_spec
+
+    tiny = checkpoint_spec(arch, "tiny")
+    text = dict(tiny["text"])
+    spec["text_config"]["rope_parameters"]["mrope_section"] = text.pop("mrope_section")
+    spec["text_config"].update(text, **tiny.get("moe", {}))
+    spec["vision_config"].update(tiny["vision"], out_hidden_size=text["hidden_size"])
+    return spec

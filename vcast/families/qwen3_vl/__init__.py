@@ -20,6 +20,7 @@ FAMILY = Family(
     tiny="vcast.families.qwen3_vl.tiny",
     flops="vcast.models.merging_vit_flops",  # the Qwen ViT with its DeepStack mergers
     real_size="vcast.families.qwen3_vl.real_size:real_config",
+    kit_prompt="vcast.families.qwen3_vl.kit:video_prompt",
     frames_per_step=2,
     min_frames=2,
     mrope=True,
