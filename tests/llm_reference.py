@@ -9,13 +9,16 @@ tokens appended (never dropped). Nothing here shares code with the hooks it chec
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 
 
-def capture_language_model_inputs(model: Any, inputs: Any) -> dict[str, Any]:
-    """The keyword inputs of the language model at the prefill of an untouched ``generate``."""
+@contextmanager
+def language_model_inputs(model: Any) -> Iterator[dict[str, Any]]:
+    """Within the block, the dict fills with the keyword inputs of the language model's first call
+    (the prefill), as the model made them; a hook registered before ``attach``'s runs first."""
     captured: dict[str, Any] = {}
 
     def grab(module: Any, args: tuple, kwargs: dict) -> None:
@@ -24,10 +27,15 @@ def capture_language_model_inputs(model: Any, inputs: Any) -> dict[str, Any]:
 
     hook = model.model.language_model.register_forward_pre_hook(grab, with_kwargs=True)
     try:
-        with torch.no_grad():
-            model.generate(**inputs, max_new_tokens=1, do_sample=False)
+        yield captured
     finally:
         hook.remove()
+
+
+def capture_language_model_inputs(model: Any, inputs: Any) -> dict[str, Any]:
+    """The keyword inputs of the language model at the prefill of an untouched ``generate``."""
+    with language_model_inputs(model) as captured, torch.no_grad():
+        model.generate(**inputs, max_new_tokens=1, do_sample=False)
     return captured
 
 

@@ -35,6 +35,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import vcast  # noqa: E402
 from tests.model_inputs import batch, clip  # noqa: E402
+from tests.llm_reference import language_model_inputs  # noqa: E402
 from vcast.models.attached import attached_handle  # noqa: E402
 from vcast.models.hybrid_methods import (  # noqa: E402
     LAYER_PARAMS,
@@ -92,17 +93,8 @@ def generate_capturing(model: Any, inputs: Any, method: str, **params: Any) -> t
     """:func:`generate`, and the language model's keyword inputs at its prefill as the model made them
     (this pre-hook is registered before the handle's, so it runs first; FastV and PDrop prune
     nothing before the LLM)."""
-    captured: dict[str, Any] = {}
-
-    def grab(module: Any, args: tuple, kwargs: dict) -> None:
-        if not captured:
-            captured.update(kwargs)
-
-    hook = model.model.language_model.register_forward_pre_hook(grab, with_kwargs=True)
-    try:
+    with language_model_inputs(model) as captured:
         result = generate(model, inputs, method, **params)
-    finally:
-        hook.remove()
     captured["video_columns"] = inputs["input_ids"][0] == model.config.video_token_id
     return result, captured
 
