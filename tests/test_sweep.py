@@ -109,11 +109,12 @@ def test_every_experiment_composes_into_valid_cells(experiment: str) -> None:
     first = {key: str(params[key]).split(",")[0] for key in ("method", "task")}
     points = [point for point in job_overrides(dict(params), [f"experiment={experiment}"])
               if all(f"{key}={value}" in point for key, value in first.items())]
+    assert len(points) == len(str(params.frames).split(",")) * len(str(params.ratio).split(","))
+    points = points[:2] + points[2:][-1:]  # the first, the next and the last: each grid value changes once
     hydras = [_compose(point) for point in points]
     with initialized():
         composer = PointComposer()  # one for the grid: every point after the first is a copy with its values set
         ours = [composer.compose(point) for point in points]
-    assert len(points) == len(str(params.frames).split(",")) * len(str(params.ratio).split(","))
     for point, mine, theirs in zip(points, ours, hydras):
         assert spec_from_config(mine, experiment_of(mine)) == spec_from_config(theirs, experiment_of(theirs)), point
 

@@ -50,7 +50,8 @@ RETRY_S = 0.02  # how soon a KeyboardInterrupt that had to wait looks again wher
 # Code a KeyboardInterrupt would leave half-done. Packages: Hydra, OmegaConf and the libraries they
 # call (the innermost code outside the standard library is theirs). Functions: anywhere on the stack.
 _WAIT_IN_PACKAGES = frozenset({"hydra", "omegaconf", "antlr4", "yaml", "attr", "packaging"})
-_WAIT_IN_FUNCTIONS = frozenset({("vcast.atomic_files", "swap_in_dir"), ("subprocess", "_execute_child")})
+_WAIT_IN_FUNCTIONS = frozenset({("vcast.atomic_files", "swap_in_dir"), ("subprocess", "_execute_child"),
+                                ("vcast.sweep.warm_start", "start_child")})
 
 
 def _half_done(frame: Optional[FrameType]) -> bool:

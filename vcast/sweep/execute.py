@@ -43,6 +43,7 @@ from vcast.eval.run import SUMMARY_FILE
 from vcast.sweep.cell import (CELL_FILE, DONE_FILE, CellSpec, cell_identity, identity_digest, identity_mismatch,
                               is_complete, read_cell, read_json)
 from vcast.sweep.progress_relay import ProgressRelay
+from vcast.sweep.warm_start import WARM_STARTS
 
 logger = logging.getLogger(__name__)
 
@@ -309,8 +310,10 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
     logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
     start = time.perf_counter()
     relay = ProgressRelay(console, prefix=f"{spec.name}: ")
-    returncode, error = _run_subprocess(command, work / "run.log", run_env, timeout_s, relay,
-                                        header=f"=== {spec.name}: attempt {attempt}, {record['started_at']} ===\n")
+    header = f"=== {spec.name}: attempt {attempt}, {record['started_at']} ===\n"
+    returncode, error, warm = _run_subprocess(command, work / "run.log", run_env, timeout_s, relay, header=header,
+                                              may_start_warm=env is None and not extra_env)
+    record["warm_start"] = warm
     record["duration_s"] = time.perf_counter() - start
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record["returncode"] = returncode
@@ -353,11 +356,13 @@ def attempts_record(work: Path) -> dict[str, Any]:
 
 
 def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
-                    timeout_s: Optional[float], relay: ProgressRelay,
-                    header: str = "") -> tuple[Optional[int], Optional[str]]:
+                    timeout_s: Optional[float], relay: ProgressRelay, header: str = "",
+                    may_start_warm: bool = False) -> tuple[Optional[int], Optional[str], bool]:
     """Run ``command`` in ``log_path``'s folder with its output appended to ``log_path`` after
     ``header`` (earlier attempts' logs stay above it) and its progress bars shown by ``relay``;
-    ``(return code, None)``, or ``(None, why)`` when it could not start or timed out.
+    ``(return code, None, warm)``, or ``(None, why, warm)`` when it could not start or timed out.
+    ``may_start_warm``: ``command`` runs in this process's environment, so it may be forked from
+    the warm-start server (:mod:`vcast.sweep.warm_start`; ``warm`` says whether it was).
 
     The child stays in the sweep's process group, so Ctrl-C (and a kill of the group) reaches it
     and everything it started; on Ctrl-C it gets a few seconds' grace, then it is killed. The
@@ -366,11 +371,14 @@ def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, 
     with log_path.open("ab") as log:
         log.write(header.encode("utf-8"))
         log.flush()
+        process: Any = WARM_STARTS.start(command, log_path.parent) if may_start_warm else None
+        warm = process is not None
         try:
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                       cwd=str(log_path.parent))
+            if process is None:
+                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                           cwd=str(log_path.parent))
         except OSError as error:
-            return None, f"could not start {command[0]}: {error}"
+            return None, f"could not start {command[0]}: {error}", warm
         pump = threading.Thread(target=_pump, args=(process.stdout, log, relay), daemon=True)
         pump.start()
         try:
@@ -379,14 +387,14 @@ def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, 
             _raise_pending_interrupt()  # ... which the child may have died of: an interrupt, not a failure
         except subprocess.TimeoutExpired:
             _stop(process, grace_s=0)
-            return None, f"timed out after {timeout_s} s"
+            return None, f"timed out after {timeout_s} s", warm
         except KeyboardInterrupt:  # the child got the same SIGINT from the terminal
             _stop(process, grace_s=5)
             raise
         finally:
             pump.join(timeout=PUMP_JOIN_S)
             relay.close()
-    return process.returncode, None
+    return process.returncode, None, warm
 
 
 def _raise_pending_interrupt() -> None:
@@ -412,7 +420,7 @@ def _pump(stream: Any, log: Any, relay: ProgressRelay) -> None:
         relay.feed(chunk)
 
 
-def _stop(process: subprocess.Popen, grace_s: float) -> None:
+def _stop(process: Any, grace_s: float) -> None:
     """Wait ``grace_s`` for the child to end, then kill it."""
     try:
         process.wait(timeout=grace_s)
