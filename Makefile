@@ -37,7 +37,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm test-main demo-vllm bench-vllm system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -68,18 +68,14 @@ $(STAMP): pyproject.toml constraints.txt
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
-# Three phases, each side by side: the main environment, SLURM's and Chromium's packages; then the main
-# pytest run beside what mostly waits (the tests on the SLURM cluster: SLURM's scheduling ticks, the requeue
-# test's minutes; the vLLM environment's downloads); then the vLLM tests beside the docs' examples in a fresh
-# copy of the repository. --output-sync=line keeps each line whole and shows it as it comes.
+# The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's);
+# after the main run, three stages that run on their own side by side: the vLLM tests, the tests on the SLURM
+# cluster (mostly SLURM's scheduling ticks: the requeue test's minutes, the launcher's job array) and the docs'
+# examples in a fresh copy of the repository. make's --output-sync prints each target's output whole when it ends.
 test:
-	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP)
-	$(MAKE) -j3 --output-sync=line test-main test-slurm $(VLLM_EVAL_STAMP)
-	$(MAKE) -j2 --output-sync=target test-vllm test-docs
-
-# The main pytest run: every test but the SLURM cluster's and the docs' fresh-copy ones (their own targets).
-test-main: $(STAMP) $(SLURM_STAMP) $(CHROMIUM_STAMP)
+	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
+	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 
 # Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), the requeue test first, one
 # cluster for all; only the files that use the cluster are collected.

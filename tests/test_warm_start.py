@@ -71,3 +71,19 @@ def test_the_setting(value: str, visible: str, wanted: bool, monkeypatch: pytest
     monkeypatch.setenv(ENV, value)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)  # "": no GPU is visible, whatever the machine has
     assert warm_start_wanted() is wanted
+
+
+def test_a_server_that_cannot_start_is_said_once_and_the_cells_start_cold(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from vcast.sweep.warm_start import WarmStarts
+
+    monkeypatch.setenv(ENV, "1")
+    starts = WarmStarts()
+    command = [str(tmp_path / "no-python"), "-m", "vcast.eval.run", "--help"]
+    with caplog.at_level("WARNING", logger="vcast.sweep"):
+        assert starts.start(command, tmp_path) is None
+        assert starts.start(command, tmp_path) is None  # not tried again for the same environment
+    said = [record.getMessage() for record in caplog.records if "could not start" in record.getMessage()]
+    assert len(said) == 1 and "no-python" in said[0], said
+    assert starts.start(["python", "-m", "other.module"], tmp_path) is None  # only vcast.eval.run starts warm

@@ -1,7 +1,7 @@
 """The warm start of lmms-eval runs: ``python -m vcast.eval.warm_server <socket fd>``.
 
-A cell's ``python -m vcast.eval.run`` spends about ten seconds importing lmms-eval, transformers and
-torch before it reads its first video (measured on 2 CPU cores: 10 of a tiny cell's 12 s), and a
+A cell's ``python -m vcast.eval.run`` spends 8-10 s importing lmms-eval, transformers and torch
+before it reads its first video (on 2 CPU cores, of a tiny cell's 12-14 s), and a
 sweep on CPU runs dozens of such cells. This server does the imports once, then forks one child per
 run; the child sets itself up as the cold process would (working folder, ``sys.argv``, output to the
 pipe it is handed, SIGINT's disposition) and runs :func:`vcast.eval.run.main`, so that nothing of
