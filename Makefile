@@ -64,6 +64,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -c "import torch, torchvision, transformers, vcast; print('vcast', vcast.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| transformers', transformers.__version__)"
 	touch $(STAMP)
 
+# The repository's own modules byte-compiled once (__pycache__, ignored by git), as pip did the installed packages':
+# where PYTHONDONTWRITEBYTECODE is set, every process the suite starts would compile them again.
+COMPILE_SOURCES = $(BIN)/python -m compileall -q -j 0 vcast baselines hydra_plugins scripts tests
+
 # One pytest worker per core (pytest-xdist; tests/conftest.py starts the slow tests first and keeps
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
@@ -74,6 +78,7 @@ PYTEST_PARALLEL ?= -n auto --dist loadgroup
 # examples in a fresh copy of the repository. make's --output-sync prints each target's output whole when it ends.
 test:
 	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
+	$(COMPILE_SOURCES)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
 	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 

@@ -156,17 +156,56 @@ def test_preempted_twice_then_finished(tiny_dirs: dict, synth_data: Path, tmp_pa
     assert "=== " + spec.name + ": attempt 3" in (cell / "run.log").read_text()
 
 
-def test_data_parallel_cell_resumes(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
-                                    uninterrupted: tuple[list[str], dict, Path]) -> None:
-    """Two processes (accelerate launch): killed mid-way, rerun on two processes, the answers of
-    both ranks are reused."""
-    spec = _spec(tiny_dirs, processes=2)
-    cell = tmp_path / spec.relative_dir
-    held = _kill_after(_run_in_job(spec, tmp_path), work_dir(cell) / CACHE_DIR, 4, signal.SIGKILL)
+def read_offline_run(path: Path) -> tuple[dict, dict]:
+    """(config, summary) of an offline wandb run, read back from its record file."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    store = datastore.DataStore()
+    store.open_for_scan(str(path))
+    config, summary = {}, {}
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        kind = record.WhichOneof("record_type")
+        updates = {"run": lambda: record.run.config.update, "config": lambda: record.config.update,
+                   "summary": lambda: record.summary.update}.get(kind)
+        for item in updates() if updates else []:
+            key = item.key or "/".join(item.nested_key)
+            (summary if kind == "summary" else config)[key] = json.loads(item.value_json)
+    return config, summary
+
+
+def test_a_data_parallel_sweep_cell_resumes_and_logs_to_wandb(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
+                                                               uninterrupted: tuple[list[str], dict, Path]) -> None:
+    """Two processes (``processes=2``: accelerate launch) through the sweep, killed mid-way with every
+    process of its job, then the same sweep again: the answers of both ranks are reused, and the cell
+    equals the single-process uninterrupted one (samples, scores, token counts); its wandb run holds
+    its config and figures."""
+    pytest.importorskip("wandb")
+    command = [sys.executable, "-m", "vcast.sweep", f"results_root={tmp_path}", "model=tiny_qwen3vl",
+               f"model.pretrained={tiny_dirs['qwen3_vl']}", "frames=8", "limit=null", "task=vcast_synth",
+               "method=vcast", "ratio=0.25", "processes=2", "logger=wandb", "wandb.mode=offline"]
+    cell = tmp_path / "adhoc/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth"
+    job = subprocess.Popen(command, cwd=ROOT, env=_child_env(), start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # in a session of its own, as a SLURM job step
+    held = _kill_after(job, work_dir(cell) / CACHE_DIR, 4, signal.SIGKILL)
     assert held < ITEMS
-    assert run_cell(spec, tmp_path)["status"] == "ok"
+    rerun = subprocess.run(command, cwd=ROOT, env=_child_env(), capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     record = _check_resumed(cell, uninterrupted, attempts=2)
     assert record["attempts"][1]["answered_before"] == held and record["world_size"] == 2
+    assert len(list((cell / "efficiency").glob("rank*.jsonl"))) == 2
+    single = read_cell(uninterrupted[2])
+    for key in ("items", "mean_video_tokens_kept", "mean_video_tokens_total", "output_tokens"):
+        assert record["efficiency"][key] == single["efficiency"][key], key
+    # One wandb run, for the finished cell (the killed attempt logged nothing).
+    [run_file] = (tmp_path / "adhoc" / "wandb").rglob("offline-run-*/run-*.wandb")
+    config, summary = read_offline_run(run_file)
+    assert config["method"] == "vcast" and config["ratio"] == 0.25 and config["processes"] == 2
+    assert summary["status"] == "ok"
+    assert summary["score/vcast_synth/vcast_synth_acc"] == record["scores"]["vcast_synth"]["vcast_synth_acc"]
+    assert summary["efficiency/mean_video_tokens_kept"] == record["efficiency"]["mean_video_tokens_kept"]
 
 
 def _copy_cache(uninterrupted_cell: Path, cell: Path) -> Path:

@@ -11,15 +11,14 @@ a few seconds, so each answer of the lmms-eval child is slowed down (``VCAST_SLO
 
 Timing (measured with slurm-wlm 22.05 on this cluster). slurmctld checks time limits every 30 s
 and sends the signal at the first check where less than ``signal_delay_s`` + 30 s are left, so with
-a 60 s limit and ``signal_delay_s=5`` the first attempt runs 25-55 s (where in the 30 s cycle the
-sweep submits decides) and a requeued one ~30 s (the backfill scheduler's 30 s tick starts it, in
-step with the checks). An attempt's first answer is in the cache ~8 s after its job starts (job
-step, Python, lmms-eval, model; the slow-down comes after the answer is journaled), then one every
-5 s: 4-10 answers in the first attempt, ~5 in each later one, so 2 or 3 attempts, and never one
-(the 12th answer cannot exist before ~63 s). A requeued job waits for its launch credential to
-expire before it may start again (AuthInfo ``cred_expire``, 120 s by default, then the next
-backfill tick: ~150 s a requeue): the suite's cluster sets it to 20 s (~30 s a requeue). The whole
-test takes 2-3 minutes on 2 CPU cores.
+a 60 s limit and ``signal_delay_s=5`` every attempt runs 25-55 s (where in the 30 s cycle its job
+starts decides). An attempt's first answer is in the cache ~8 s after its job starts (job step,
+Python, lmms-eval, model; the slow-down comes after the answer is journaled), then one every 5 s:
+3-10 answers an attempt, so 2 to 4 attempts, and never one (the 12th answer cannot exist before
+~63 s). A requeued job waits for its launch credential to expire before it may start again
+(AuthInfo ``cred_expire``, 120 s by default, then the next backfill tick, 30 s apart by default:
+~150 s a requeue); the suite's cluster sets them to 10 s and 1 s (~11 s a requeue). The whole test
+takes about 2 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations

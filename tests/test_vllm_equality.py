@@ -278,18 +278,18 @@ def test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin(lmms_eval_env, che
         assert 0 < record.kept.sum() < record.kept.size
 
 
-def test_vllm_record_kept_false_writes_none_and_vanilla_keeps_every_token(lmms_eval_env, checkpoint, synth_data,
-                                                                          tmp_path) -> None:
+def test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell(lmms_eval_env, checkpoint, synth_data,
+                                                                             tmp_path) -> None:
+    """Vanilla's records keep every token; ``record_kept`` is a plugin argument that names the same
+    cell either way (that ``record_kept=false`` writes no records: the uninterrupted run of
+    :func:`test_a_killed_vllm_run_resumes_from_its_answers`)."""
     from vcast.eval.plugin_args import model_arg_problem
-    from vcast.kept_records import FOLDER
-    from vcast.sweep.cell import identity_mismatch, read_cell
+    from vcast.sweep.cell import identity_mismatch
 
     assert model_arg_problem("vcast_vllm", "record_kept") is None
     off = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1, record_kept=False)
-    cell = _run_cell(off, tmp_path)
-    assert (cell / "efficiency").is_dir() and not (cell / FOLDER).exists()
     on = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1)
-    assert on.relative_dir == off.relative_dir and identity_mismatch(read_cell(cell)["spec"], on) == []
+    assert on.relative_dir == off.relative_dir and identity_mismatch(off.as_dict(), on) == []
 
     vanilla = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
                              synth_data, "vanilla", 1)
@@ -302,17 +302,19 @@ RESUME_LIMIT, KILL_AT = 6, 3  # the 3rd answer is journaled (fsynced), then SIGK
 KILL_POINTS = Path(__file__).parent / "support" / "kill_points"
 
 
-def _eval_run(checkpoint, work: Path, use_cache: bool = True, **env: str):
+def _eval_run(checkpoint, work: Path, use_cache: bool = True, record_kept: bool = True, **env: str):
     """``python -m vcast.eval.run`` of ``vcast_vllm`` (V-CAST, one request per call) on the first
     :data:`RESUME_LIMIT` items, in ``work`` (as a sweep runs a cell: the efficiency records, the
-    cache and the outputs named relative to it, so every run has the same model arguments)."""
+    cache and the outputs named relative to it, so every run has the same model arguments; the
+    kept-token records, unless ``record_kept`` is false, in ``work/kept``)."""
     import subprocess
     import sys
 
     from vcast.sweep.execute import format_model_args
 
     model_args = format_model_args({"pretrained": str(checkpoint), "method": "vcast", "ratio": RATIO,
-                                    "max_num_frames": FRAMES, **VLLM_ARGS, "efficiency_dir": "efficiency"})
+                                    "max_num_frames": FRAMES, **VLLM_ARGS, "efficiency_dir": "efficiency",
+                                    **({} if record_kept else {"record_kept": False})})
     command = [sys.executable, "-m", "vcast.eval.run", "--model", "vcast_vllm", "--model_args", model_args,
                "--tasks", "vcast_synth", "--output_path", "lmms_eval", "--prompt_key", "qwen3_vl",
                "--limit", str(RESUME_LIMIT), *(["--use_cache", "cache"] if use_cache else [])]
@@ -342,6 +344,7 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
 
     from vcast.eval.efficiency import read_records
     from vcast.eval.resume import read_attempts
+    from vcast.kept_records import FOLDER
 
     work = tmp_path / "resumed"
     path = os.pathsep.join(filter(None, [str(KILL_POINTS), os.environ.get("PYTHONPATH")]))
@@ -368,7 +371,10 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
     assert (progress["attempt"], progress["to_compute"], progress["computed"]) == (2, RESUME_LIMIT - KILL_AT,
                                                                                  RESUME_LIMIT - KILL_AT)
 
+    # The uninterrupted run, without kept-token records (record_kept=false): the same answers, no records.
     uninterrupted = tmp_path / "uninterrupted"
-    reference = _eval_run(checkpoint, uninterrupted, use_cache=False)
+    reference = _eval_run(checkpoint, uninterrupted, use_cache=False, record_kept=False)
     assert reference.returncode == 0, reference.stderr[-3000:]
     assert _outputs(work) == _outputs(uninterrupted)
+    assert (work / FOLDER).is_dir() and (uninterrupted / "efficiency").is_dir()
+    assert not (uninterrupted / FOLDER).exists()

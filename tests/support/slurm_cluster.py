@@ -425,8 +425,9 @@ class LocalSlurmCluster:
             "AuthType=auth/munge",
             "CredType=cred/munge",
             # A requeued job may start again once its launch credential expired (default 120 s,
-            # then the next backfill tick): 20 s keeps a requeue test's requeues to ~30 s each.
-            f"AuthInfo=cred_expire=20,socket={self.munge_socket}",
+            # then the next backfill tick): 10 s, with a backfill tick every second (below), keeps a
+            # requeue test's requeues to ~11 s each.
+            f"AuthInfo=cred_expire=10,socket={self.munge_socket}",
             f"StateSaveLocation={w / 'state'}",
             f"SlurmdSpoolDir={r / 'spool'}",
             f"SlurmctldPidFile={w / 'run' / 'slurmctld.pid'}",
@@ -446,8 +447,9 @@ class LocalSlurmCluster:
             "SelectTypeParameters=CR_Core",
             "SchedulerType=sched/backfill",
             # Schedule a submitted batch job at once (default: up to 3 s later, which makes
-            # `sbatch --wait` miss its first 2 s poll and sleep 8 s more).
-            "SchedulerParameters=batch_sched_delay=0",
+            # `sbatch --wait` miss its first 2 s poll and sleep 8 s more); the backfill scheduler,
+            # which starts a requeued job once it may run again, every second (default 30 s).
+            "SchedulerParameters=batch_sched_delay=0,bf_interval=1",
             "MpiDefault=none",
             "ReturnToService=2",
             "SlurmdParameters=config_overrides",
