@@ -1,9 +1,10 @@
 """A cell's lmms-eval run forked from a warm server instead of started as a new Python process.
 
 A one-process cell's ``python -m vcast.eval.run`` imports lmms-eval, transformers and torch for 8-10 s
-before its first item, most of a small cell on CPU (of a tiny model's 12-14 s on 2 cores). :mod:`vcast.eval.warm_server` does those imports once per sweep process and forks a child
-per cell that is the cold process in all that the run sees (working folder, ``sys.argv``, environment,
-output, SIGINT's disposition, process group), so a cell's files are the same either way
+before its first item, most of a small cell on CPU (of a tiny model's 12-14 s on 2 cores).
+:mod:`vcast.eval.warm_server` does those imports once per sweep process and forks a child per cell
+that is the cold process in all that the run sees (working folder, ``sys.argv``, environment, output,
+SIGINT's disposition, process group), so a cell's files are the same either way
 (``tests/test_warm_start.py``). ``cell.json`` says which way a cell started (``warm_start``).
 
 ``VCAST_WARM_START``: ``auto`` (the default) starts warm where no GPU is visible (no ``/dev/nvidiactl``
@@ -212,17 +213,16 @@ class WarmStarts:
         self.server = None
         started = time.perf_counter()
         try:
-            server: Optional[WarmServer] = WarmServer(python, env)
+            server = WarmServer(python, env)
         except OSError as error:  # no process to be had (out of memory, process limit)
-            server, problem = None, f"{type(error).__name__}: {error}"
-        if server is not None:
+            problem: Optional[str] = f"{type(error).__name__}: {error}"
+        else:
             problem = server.wait_ready()
         if problem is not None:
             self.refused = (python, env)
             logger.warning("the warm-start server (%s) could not start: %s; cells start as new processes",
                            ENV, problem)
             return None
-        assert server is not None
         logger.info("warm start: lmms-eval, transformers and torch imported once, in %.1f s (server pid %d); "
                     "each one-process cell is forked from it (%s=0: a new process each)",
                     time.perf_counter() - started, server.process.pid, ENV)
