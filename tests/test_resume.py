@@ -353,3 +353,32 @@ def test_an_unreadable_run_database_is_rebuilt_from_its_journal(tmp_path: Path) 
     again = ResponseCache.create(str(tmp_path), model="M", model_args="")
     assert again.execute(Unused(), "generate_until", requests) == ["A", "B", "C"]
     again.close()
+
+
+def test_merging_waits_for_a_reader_of_the_cache(tmp_path: Path) -> None:
+    """A reader with the merged database open (``status`` or a progress poll, as the next attempt starts)
+    lets the checkpoint through but not the change of journal mode, which raises at once: consolidation
+    waits for the reader to close, and says which database when it never does."""
+    import sqlite3
+    import threading
+
+    from vcast.eval.resume import _settle
+
+    database = tmp_path / "cache.db"
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE answers (x)")
+        db.execute("INSERT INTO answers VALUES (1)")
+        db.commit()
+    reader = sqlite3.connect(f"file:{database}?mode=ro", uri=True, check_same_thread=False)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT x FROM answers").fetchall() == [(1,)]
+    with pytest.raises(RuntimeError, match=f"could not checkpoint {re.escape(str(database))}"):
+        _settle(database, tries=2)
+    release = threading.Timer(0.5, reader.close)
+    release.start()
+    _settle(database)  # returns once the reader has closed
+    release.join()
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert db.execute("SELECT x FROM answers").fetchall() == [(1,)]

@@ -83,10 +83,16 @@ def _settle(database: Path, tries: int = 100) -> None:
     opens the merged database ``immutable=1``, which reads the main file alone, so answers still in
     a ``-wal`` file (left when a reader, e.g. ``status``, held it at the last close) are unseen."""
     for _ in range(tries):
-        with contextlib.closing(sqlite3.connect(database, timeout=30)) as db:
-            busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if not busy and db.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete":
-                return
+        try:
+            with contextlib.closing(sqlite3.connect(database, timeout=30)) as db:
+                busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if not busy and db.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete":
+                    return
+        except sqlite3.OperationalError as error:
+            # A reader with it open (``status``, a progress poll) lets the checkpoint through but not the
+            # change of journal mode, which raises at once: wait for it to close, as for a busy checkpoint.
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
         time.sleep(0.1)
     raise RuntimeError(f"could not checkpoint {database}: another process keeps reading it")
 
