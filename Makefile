@@ -58,10 +58,11 @@ $(CHROMIUM_STAMP): scripts/install_chromium.sh scripts/apt_best_effort.sh | $(ST
 
 # Installs go through uv (pinned; put into each environment by its pip): the same resolution as pip's,
 # with pip's own settings (indexes, wheel folders, constraints: scripts/uv_pip_settings.py), which uv
-# does not read. Nothing is byte-compiled at install: pip compiles all 23,000 modules of .venv (two
-# thirds of its install time; CUDA torch and transformers' model zoo are most of them); instead each
-# environment's check below imports what a cell imports (vcast.eval.warm_server.preload), which writes
-# those modules' .pyc once, and the rest are written when first imported.
+# does not read. Nothing is byte-compiled at install: compiling all 23,000 modules of .venv (most of
+# them CUDA torch's and transformers' model zoo) is most of an install's time (with uv: 91 s with it,
+# 27 s without); instead each environment's check below imports what a cell imports
+# (vcast.eval.warm_server.preload), which writes those modules' .pyc once, and the rest are written
+# when first imported.
 UV_VERSION := 0.13.9
 install_uv = $(1)/bin/python -m pip install --quiet uv==$(UV_VERSION)
 uv_install = $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(shell $(PYTHON) scripts/uv_pip_settings.py)
