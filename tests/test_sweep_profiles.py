@@ -74,6 +74,16 @@ def test_preflight_names_a_missing_variant() -> None:
     assert problem is not None and "has no variant 'official'" in problem and problem.endswith("it has: paper")
 
 
+def assert_runs_variant(spec, variant: str) -> None:
+    """The cell passes pre-flight and ``attach``'s own check of its values (token methods; an input
+    method's are pre-flight's), and runs ``variant``, one its method has."""
+    assert preflight(spec) is None, preflight(spec)
+    if is_token_method(spec.method_id):
+        _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
+    assert spec.variant == variant, spec.name
+    assert spec.variant in method_variants(spec.method_id)
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_cell_is_paper_under_clean(experiment: str) -> None:
     """Every method of every experiment runs variant "paper" under profile=clean (profile=reproduce, every
@@ -82,8 +92,5 @@ def test_every_experiment_cell_is_paper_under_clean(experiment: str) -> None:
     for method in str(cfg.hydra.sweeper.params.method).split(","):
         spec = spec_from_config(_compose([f"experiment={experiment}", f"method={method}", "profile=clean"]),
                                 experiment)
-        assert preflight(spec) is None, preflight(spec)
-        if is_token_method(spec.method_id):  # the values too, as attach checks them (input methods: preflight)
-            _check_param_values(spec.method_id, spec.ratio, dict(spec.method_params))
-        assert (spec.profile, spec.variant) == ("clean", "paper")
-        assert spec.variant in method_variants(spec.method_id)
+        assert spec.profile == "clean"
+        assert_runs_variant(spec, "paper")
