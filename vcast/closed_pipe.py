@@ -14,6 +14,7 @@ import signal
 import sys
 from typing import Callable, Optional
 
+from vcast.frozen_heap import freeze_heap
 from vcast.interrupt_guard import guard_imports, release, report_interrupt
 
 # 128 + SIGPIPE: what a shell reports for a tool killed by the signal (``yes | head -1``), so
@@ -37,6 +38,7 @@ def run_command(main: Callable[[], Optional[int]]) -> int:
     reader closed it; 130 with one line when Ctrl-C stopped it (:mod:`vcast.interrupt_guard`, whose
     guard also covers the command's imports and Python's shutdown after it). A ``BrokenPipeError``
     from anything else (a pipe to a child process) is raised as usual: it is a real failure."""
+    freeze_heap()  # what the command imported (torch, pandas), never walked again (still under the import guard)
     release()
     try:
         try:
@@ -58,4 +60,5 @@ def run_command(main: Callable[[], Optional[int]]) -> int:
         return CLOSED_PIPE_STATUS
     finally:
         guard_imports()  # a Ctrl-C during Python's shutdown: the line and 130, not an atexit traceback
+        freeze_heap()  # and that shutdown does not walk what main made either
     return status or 0

@@ -26,6 +26,8 @@ import socket
 import sys
 from typing import Any, Optional
 
+from vcast.frozen_heap import freeze_heap
+
 MAX_MESSAGE = 1 << 20  # bytes: a request is a command line (a few kB)
 # What every run imports before its first item; the families' plugins are added from the registry.
 PRELOAD = ("torch", "transformers", "lmms_eval.evaluator", "lmms_eval.loggers", "lmms_eval.models",
@@ -97,6 +99,7 @@ def start(fd: int) -> int:
     except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
         send(sock, {"error": f"{type(error).__name__}: {error}"})
         return 1
+    freeze_heap()  # each child forks from a heap the cycle collector no longer walks (vcast.frozen_heap)
     sys.stdout.flush()  # what an import printed must not reach every child's log
     sys.stderr.flush()
     send(sock, {"ready": True})
@@ -106,7 +109,9 @@ def start(fd: int) -> int:
         return 0
     if child is None:
         return 0
-    return become_run(*child)
+    status = become_run(*child)
+    freeze_heap()  # what the run made, so that its exit walks nothing
+    return status
 
 
 if __name__ == "__main__":

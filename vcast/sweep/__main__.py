@@ -282,4 +282,9 @@ def run(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1:]))
+    from vcast.frozen_heap import freeze_heap
+
+    freeze_heap()  # the imports' objects: the planner's compositions and the exit no longer walk them
+    status = run(sys.argv[1:])
+    freeze_heap()
+    raise SystemExit(status)
