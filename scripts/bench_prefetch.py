@@ -56,7 +56,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def run_once(args: argparse.Namespace, prefetch: int, folder: Path) -> dict[str, Any]:
     """One evaluation at ``prefetch``: its wall time and summed per-call times."""
-    from vcast.eval.efficiency import read_records
+    from vcast.results.tree import Cell
 
     efficiency = folder / "efficiency"
     model_args = (f"pretrained={args.pretrained},method={args.method},ratio={args.ratio},"
@@ -76,7 +76,7 @@ def run_once(args: argparse.Namespace, prefetch: int, folder: Path) -> dict[str,
     if done.returncode != 0:
         raise SystemExit(f"prefetch={prefetch} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     summary = json.loads((folder / "out" / "run_summary.json").read_text())
-    records = read_records(efficiency)
+    records = Cell(folder).efficiency()
     return {"prefetch": prefetch, "total_s": summary["wall_s"], "calls": len(records),
             "items": sum(r["items"] for r in records),
             "prepare_s": sum(r.get("prepare_s") or 0.0 for r in records),

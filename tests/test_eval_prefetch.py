@@ -162,7 +162,8 @@ def test_the_plugin_answers_and_records_the_same_with_and_without_prefetch(arch:
     call records (items, tokens), kept-token records and missing items, in the same order, at
     prefetch 0 and 2; every record has its decode / preprocess seconds."""
     from vcast.eval.missing_visuals import read_missing
-    from vcast.kept_records import read_records, to_json
+    from vcast.kept_records import to_json
+    from vcast.results.tree import Cell
 
     items = [json.loads(line) for line in (synth_data / "vcast_synth.jsonl").read_text().splitlines()[:4]]
     (tmp_path / "broken.mp4").write_bytes(b"\x00 not a video")
@@ -180,7 +181,7 @@ def test_the_plugin_answers_and_records_the_same_with_and_without_prefetch(arch:
         runs[prefetch] = (answers, [(r.doc_ids, r.items, r.output_tokens, r.video_tokens_kept,
                                      r.video_tokens_total, r.prompt_tokens_before) for r in records],
                           read_missing(tmp_path / f"run{prefetch}" / "efficiency"),
-                          [to_json(r) for r in read_records(tmp_path / f"run{prefetch}").values()])
+                          [to_json(r) for r in Cell(tmp_path / f"run{prefetch}").kept().values()])
         assert not [t for t in threading.enumerate() if t.name.startswith("vcast-prefetch") and t.is_alive()]
     assert runs[0] == runs[2]
     answers, _, missing, kept = runs[2]
@@ -296,7 +297,7 @@ def test_lmms_eval_gives_identical_samples_with_and_without_prefetch(tiny_dirs: 
     """The harness's runner (real lmms-eval, the synthetic benchmark's clips, one missing and one
     corrupt video among six items, batches of two): identical samples, scores, call records and
     missing items at prefetch=0 and prefetch=2."""
-    from vcast.eval.efficiency import read_records
+    from vcast.eval.efficiency import read_jsonl
     from vcast.eval.missing_visuals import read_missing
     from vcast.eval.run import main
 
@@ -310,7 +311,7 @@ def test_lmms_eval_gives_identical_samples_with_and_without_prefetch(tiny_dirs: 
                      "--include_path", include, "--output_path", str(out), "--batch_size", "2",
                      "--prompt_key", "qwen3_vl"]) == 0
         results = json.loads(next(out.rglob("*_results.json")).read_text())
-        records = read_records(eff)
+        records = read_jsonl(eff, "rank*.jsonl")  # the efficiency folder of a bare run, not a cell's
         assert all(r["prepare_s"] > 0 and r["wait_s"] is not None for r in records)
         # Inline, the loop waits exactly as long as the batch takes to prepare; in the worker it does not.
         assert all(r["wait_s"] == r["prepare_s"] for r in records) is (prefetch == 0)

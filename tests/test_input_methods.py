@@ -169,7 +169,7 @@ def test_sweep_cell_through_lmms_eval_records_the_spent_share(method: str, tiny_
     from vcast.sweep.execute import run_cell
 
     record = run_cell(tiny_spec(tiny_dirs, method=method), tmp_path)
-    assert record["status"] == "ok", record.get("log_tail")
-    efficiency = record["efficiency"]
-    share = efficiency["mean_video_tokens_kept"] / efficiency["mean_video_tokens_total"]
-    assert share == pytest.approx(0.25, abs=0.01) and math.isclose(efficiency["layer_retention"], share)
+    assert record.status == "ok", record.log_tail
+    efficiency = record.efficiency
+    share = efficiency.mean_video_tokens_kept / efficiency.mean_video_tokens_total
+    assert share == pytest.approx(0.25, abs=0.01) and math.isclose(efficiency.layer_retention, share)

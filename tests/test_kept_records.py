@@ -8,14 +8,22 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from vcast.kept_records import (FOLDER, Geometry, KeptRecord, append_records, from_json, iter_records,
-                                merged_grid_geometry, pack_mask, pooled_grid_geometry, rank_file, read_records, to_json,
+from vcast.kept_records import (FOLDER, Geometry, KeptRecord, append_records, from_json,
+                                merged_grid_geometry, pack_mask, pooled_grid_geometry, rank_file, to_json,
                                 unpack_mask)
+from vcast.results.tree import Cell
+
+
+def read_records(cell: Path, task=None) -> dict:
+    """A cell's kept-token records as the results reader gives them."""
+    return Cell(cell).kept(task)
+
 
 CONTEXT = "How many times does it flash?\nA. 1\nB. 2\nC. 3\nD. 4"
 QWEN_ARGS = {"max_num_frames": 8, "max_pixels": 16384, "min_pixels": 4096}
@@ -67,14 +75,14 @@ def test_records_round_trip_and_a_cut_last_line_is_skipped(tmp_path: Path, caplo
     line = json.dumps(to_json(_record(2)), separators=(",", ":"))
     with rank_file(cell, 1).open("a", encoding="utf-8") as handle:
         handle.write(line[: len(line) // 2])  # a run killed while writing
-    with caplog.at_level(logging.WARNING, logger="vcast.kept_records"):
+    with caplog.at_level(logging.WARNING, logger="vcast.results.tree"):
         found = read_records(cell)
     assert "rank1.jsonl:2: not a complete JSON line" in caplog.text
     assert sorted(found) == [("videomme", 0, 0), ("videomme", 1, 0), ("videomme", 1, 1)]
     for record in records:
         _same(found[(record.task, record.doc_id, record.video)], record)
-    assert [r.doc_id for r in iter_records(cell, "videomme")] == [0, 1, 1]
-    assert list(iter_records(cell, "mvbench")) == []
+    assert [doc for _, doc, _ in read_records(cell, "videomme")] == [0, 1, 1]
+    assert read_records(cell, "mvbench") == {}
     newer = _record(0, seed=5)  # a rerun's record of the same item wins
     append_records(rank_file(cell, 2), [newer])
     _same(read_records(cell)[("videomme", 0, 0)], newer)
@@ -273,22 +281,21 @@ def _spec(tiny_dirs: dict, arch: str = "qwen3_vl", method: str = "vcast", **mode
         lmms_tasks=["vcast_synth"], limit=2)
 
 
-def _run(spec, root: Path) -> tuple[Path, dict]:
+def _run(spec, root: Path) -> tuple[Path, Any]:
     from vcast.sweep.execute import run_cell
 
     record = run_cell(spec, root)
-    assert record["status"] == "ok", record.get("log_tail")
+    assert record.status == "ok", record.log_tail
     return root / spec.relative_dir, record
 
 
 def _check_cell(cell: Path, synth_data: Path, arch: str, method: str) -> dict:
     """One record per item, counts per step its budgets, and the efficiency records' kept tokens."""
-    from vcast.eval.efficiency import read_records as read_efficiency
     from vcast.eval.video import read_llava_video, read_qwen_video
 
     records = read_records(cell)
     assert sorted(records) == [("vcast_synth", 0, 0), ("vcast_synth", 1, 0)]
-    calls = read_efficiency(cell / "efficiency")
+    calls = Cell(cell).efficiency()
     assert sum(call["video_tokens_kept"] for call in calls) == sum(int(r.kept.sum()) for r in records.values())
     assert sum(call["video_tokens_final"] for call in calls) == sum(
         int((r.stages[-1][1] if r.stages else r.kept).sum()) for r in records.values())
@@ -342,7 +349,7 @@ def test_a_llava_cell_records_frames_of_the_pooled_grid(tiny_dirs: dict, synth_d
 @pytest.mark.slow
 def test_record_kept_false_writes_no_records_and_is_the_same_cell(tiny_dirs: dict, synth_data: Path,
                                                                   tmp_path: Path) -> None:
-    from vcast.sweep.cell import identity_mismatch, read_cell
+    from vcast.sweep.cell import identity_mismatch
     from vcast.sweep.execute import run_cell
 
     off = _spec(tiny_dirs, record_kept=False)
@@ -350,10 +357,10 @@ def test_record_kept_false_writes_no_records_and_is_the_same_cell(tiny_dirs: dic
     assert not (cell / FOLDER).exists() and (cell / "efficiency").is_dir()
     on = _spec(tiny_dirs)
     assert on.relative_dir == off.relative_dir
-    assert identity_mismatch(read_cell(cell)["spec"], on) == []
-    assert run_cell(on, tmp_path)["status"] == "skipped"
-    assert run_cell(_spec(tiny_dirs, record_kept=True), tmp_path)["status"] == "skipped"
-    assert identity_mismatch(read_cell(cell)["spec"], _spec(tiny_dirs, max_pixels=8192)) != []
+    assert identity_mismatch(Cell(cell).record.spec, on) == []
+    assert run_cell(on, tmp_path).status == "skipped"
+    assert run_cell(_spec(tiny_dirs, record_kept=True), tmp_path).status == "skipped"
+    assert identity_mismatch(Cell(cell).record.spec, _spec(tiny_dirs, max_pixels=8192)) != []
 
 
 def test_the_sweep_takes_record_kept_as_a_model_argument() -> None:

@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 
 from tests.support.shared_once import RECORDS_TREE_METHODS, shared_records_tree
-from vcast.kept_records import read_records
 from vcast.report.__main__ import main, qualitative_folder
 from vcast.report.collect import collect
 from vcast.report.figures import build_budget_profiles
 from vcast.report.per_sample import collect_items
 from vcast.report.qualitative import choose_items, item_records, shown_steps, write_qualitative
 from vcast.report.recorded_budgets import CURVE_LABELS, recorded_panels
-from vcast.report.scoring import read_samples
+from vcast.results.tree import Cell
 
 METHODS = RECORDS_TREE_METHODS
 
@@ -34,13 +33,13 @@ def tree(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = shared_records_tree(tmp_path_factory)
     cells = {json.loads(p.read_text())["spec"]["method"]: p.parent for p in (results / "demo").rglob("cell.json")}
     assert sorted(cells) == sorted(METHODS)
-    assert all(read_records(cell) for cell in cells.values())
+    assert all(Cell(cell).kept() for cell in cells.values())
     return results
 
 
 def _correct(cell_dir: Path) -> dict[int, bool]:
     """Each item's correctness read straight from the samples file's score (not the report's reader)."""
-    records = read_samples(sorted(cell_dir.rglob("*_samples_vcast_synth.jsonl")))
+    records = Cell(cell_dir).samples("vcast_synth")["vcast_synth"]
     return {int(r["doc_id"]): r["vcast_synth_acc"]["score"] == 1.0 for r in records}
 
 
@@ -125,7 +124,7 @@ def test_budget_figures_draw_the_budgets_the_cells_recorded(tree: Path) -> None:
             doc = int(title.split("#")[1].split(":")[0])
             for key, budgets in profiles.items():
                 cell = next(tree.rglob(f"{method[key]}/r0.25/vcast_synth"))
-                assert list(budgets) == read_records(cell)[("vcast_synth", doc, 0)].budgets, (figure, key, doc)
+                assert list(budgets) == Cell(cell).kept()[("vcast_synth", doc, 0)].budgets, (figure, key, doc)
         drawn = build_budget_profiles(panels, ratio=0.25, frames_per_step=group, labels=CURVE_LABELS)
         labels = {**CURVE_LABELS, "uniform": "Uniform Allocation", "curvature": "Curvature-Aware (V-CAST)"}
         assert [text.get_text() for text in drawn.legends[0].get_texts()] == [labels[k] for k in keys]

@@ -18,6 +18,7 @@ from vcast.report.per_sample import collect_items, option_letter, read_items
 from vcast.report.scoring import load_task_scorings
 from vcast.report.significance import (bootstrap_statistics, mcnemar_exact, paired_difference_interval,
                                        percentile_interval, stratified_accuracy, stratum_blocks)
+from vcast.results.tree import Cell
 
 SCORINGS = load_task_scorings()
 EXPERIMENT, MODEL = "sig", "tiny"
@@ -228,8 +229,8 @@ def test_accuracy_intervals_and_items(tree: Path) -> None:
     vanilla = frame[(frame["method"] == "vanilla") & (frame["benchmark"] == "VideoMME-Medium")].iloc[0]
     assert vanilla["score"] == pytest.approx(50.0) and vanilla["items"] == 10
     assert vanilla["ci_low"] < 50.0 < vanilla["ci_high"]
-    mvbench = read_items([p for c in cells if c.method == "random" and c.task == "mvbench"
-                          for p in sorted((tree / c.cell).rglob("*_samples_*.jsonl"))], SCORINGS["mvbench"])
+    [random_mvbench] = [c for c in cells if c.method == "random" and c.task == "mvbench"]
+    mvbench = read_items(Cell(tree / random_mvbench.cell).samples(), SCORINGS["mvbench"])
     assert len(mvbench) == 40 and set(mvbench["stratum"]) == {"mvbench_action_antonym", "mvbench_action_count"}
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.paper_results import Unmatched, _spec, _task_files, videomme_counts, write_cell, write_paper_results
 from tests.support.shared_once import DEMO_TREE_METHODS, shared_demo_tree
-from vcast.kept_records import read_records
+from vcast.results.tree import Cell
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, latex_text, markdown_text
@@ -399,7 +399,7 @@ def test_build_demo_runs_the_sweep_then_writes_the_table_and_figure(synth_data: 
     # every cell recorded its kept tokens, one record per item (make demo's tree, issue 28)
     for cell_file in out.rglob("cell.json"):
         method = json.loads(cell_file.read_text())["spec"]["method"]
-        assert sorted(read_records(cell_file.parent)) == [("vcast_synth", 0, 0), ("vcast_synth", 1, 0)], method
+        assert sorted(Cell(cell_file.parent).kept()) == [("vcast_synth", 0, 0), ("vcast_synth", 1, 0)], method
 
 
 def test_videomme_overall_comes_from_the_samples(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

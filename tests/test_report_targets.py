@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
-from vcast.kept_records import Geometry, KeptRecord, append_records, rank_file, read_records
+from vcast.kept_records import Geometry, KeptRecord, append_records, rank_file
+from vcast.results.tree import Cell
 from vcast.report.__main__ import main
 from vcast.report.products import PRODUCTS
 from vcast.report.scoring import load_task_scorings
@@ -154,7 +155,7 @@ def test_budget_figures_read_the_cells_at_the_most_common_frames_unless_given(tm
     for _, profiles in panels:
         assert list(profiles) == ["uniform", "uniqueness", "curvature"]
     doc0 = dict(panels[0][1])
-    assert list(doc0["curvature"]) == read_records(cells["vcast"])[("vcast_synth", 0, 0)].budgets
+    assert list(doc0["curvature"]) == Cell(cells["vcast"]).kept()[("vcast_synth", 0, 0)].budgets
     eight, _ = recorded_panels(frame, results, "budget-profiles", ratio=0.25, frames=8)
     assert [list(p) for _, p in eight] == [["uniform", "curvature"]] * 2
     with pytest.raises(ValueError, match="no finished cell"):

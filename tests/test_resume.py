@@ -28,8 +28,11 @@ from lmms_eval.api.instance import Instance  # noqa: E402
 
 from vcast.eval.resume import (answered, model_fingerprint, read_attempts, recorded_fingerprints,  # noqa: E402
                                start_attempt, store_answers)
-from vcast.sweep.cell import cell_identity, identity_digest, is_complete, read_cell  # noqa: E402
-from vcast.sweep.execute import CACHE_DIR, IDENTITY_FILE, _working_folder, run_cell, work_dir  # noqa: E402
+from tests.support.cell_files import is_complete, read_cell  # noqa: E402
+from vcast.sweep.cell import cell_identity, identity_digest  # noqa: E402
+from vcast.results.layout import CACHE_DIR, IDENTITY_FILE  # noqa: E402
+from vcast.results.tree import Cell, work_dir  # noqa: E402
+from vcast.sweep.execute import _working_folder, run_cell  # noqa: E402
 from vcast.sweep.status import cell_status  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -58,7 +61,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict,
     its folder (read-only)."""
 
     def build(folder: Path) -> None:
-        assert run_cell(_spec(tiny_dirs), folder)["status"] == "ok"
+        assert run_cell(_spec(tiny_dirs), folder).status == "ok"
 
     results = shared_once(tmp_path_factory, "resume_uninterrupted", build)
     cell = results / _spec(tiny_dirs).relative_dir
@@ -101,7 +104,7 @@ def test_killed_twice_during_the_cache_write(tiny_dirs: dict, synth_data: Path, 
     path = os.pathsep.join(filter(None, [str(KILL_POINTS), os.environ.get("PYTHONPATH")]))
     for point in ("journal:4", "upsert:3"):
         killed = run_cell(spec, tmp_path, env=_child_env(VCAST_KILL_AT=point, PYTHONPATH=path))
-        assert killed["status"] == "failed" and killed["returncode"] == -signal.SIGKILL
+        assert killed.status == "failed" and killed.returncode == -signal.SIGKILL
     run_cell(spec, tmp_path)
     record = _check_resumed(tmp_path / spec.relative_dir, uninterrupted, attempts=3)
     assert [(entry["answered_before"], entry["computed"]) for entry in record["attempts"]] == [
@@ -126,7 +129,7 @@ def _kill_after(job: subprocess.Popen, cache: Path, answers: int, sig: int) -> i
         assert job.poll() is None, "the job ended before it was interrupted"
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    shown = cell_status(cache.parent.parent / cache.parent.name[1:].split(".staging-")[0])
+    shown = cell_status(Cell(cache.parent.parent / cache.parent.name[1:].split(".staging-")[0]))
     assert re.fullmatch(rf"running \((\d+)/{ITEMS} answered, attempt \d+\)", shown), shown
     # Every process of the job at once, as SLURM does (torchrun's workers are not in its group).
     family = [psutil.Process(job.pid), *psutil.Process(job.pid).children(recursive=True)]
@@ -147,10 +150,10 @@ def test_preempted_twice_then_finished(tiny_dirs: dict, synth_data: Path, tmp_pa
     cache = work_dir(cell) / CACHE_DIR
     held = [_kill_after(_run_in_job(spec, tmp_path), cache, 2, signal.SIGTERM)]
     assert not cell.exists() and held[0] < ITEMS
-    assert cell_status(cell) == f"interrupted ({held[0]}/{ITEMS} answered, attempt 1)"
+    assert cell_status(Cell(cell)) == f"interrupted ({held[0]}/{ITEMS} answered, attempt 1)"
     held.append(_kill_after(_run_in_job(spec, tmp_path), cache, held[0] + 3, signal.SIGKILL))
-    assert held[1] < ITEMS and cell_status(cell).startswith(f"interrupted ({held[1]}/{ITEMS} answered, attempt 2")
-    assert run_cell(spec, tmp_path)["status"] == "ok"
+    assert held[1] < ITEMS and cell_status(Cell(cell)).startswith(f"interrupted ({held[1]}/{ITEMS} answered, attempt 2")
+    assert run_cell(spec, tmp_path).status == "ok"
     record = _check_resumed(cell, uninterrupted, attempts=3)
     assert [entry["answered_before"] for entry in record["attempts"]] == [0, *held]
     assert "=== " + spec.name + ": attempt 3" in (cell / "run.log").read_text()
@@ -225,11 +228,11 @@ def test_resume_false_starts_afresh_and_keeps_the_old_answers_aside(tiny_dirs: d
     cell = tmp_path / spec.relative_dir
     _copy_cache(uninterrupted[2], cell)
     record = run_cell(spec, tmp_path, resume=False)
-    assert record["status"] == "ok" and _samples_text(cell) == uninterrupted[0]
-    assert [(e["answered_before"], e["computed"]) for e in record["attempts"]] == [(0, ITEMS)]
-    assert record["efficiency"]["total_latency_s"] > 0 and "resumed_over" not in record["efficiency"]
+    assert record.status == "ok" and _samples_text(cell) == uninterrupted[0]
+    assert [(e.answered_before, e.computed) for e in record.attempts] == [(0, ITEMS)]
+    assert record.efficiency.total_latency_s > 0 and record.efficiency.resumed_over is None
     [aside] = cell.parent.glob(f".{cell.name}.set-aside-*")
-    assert "resume=false" in record["set_aside"][0] and answered(aside / CACHE_DIR) == ITEMS
+    assert "resume=false" in record.set_aside[0] and answered(aside / CACHE_DIR) == ITEMS
 
 
 def test_a_cache_from_another_cell_is_set_aside_not_used(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
@@ -241,9 +244,9 @@ def test_a_cache_from_another_cell_is_set_aside_not_used(tiny_dirs: dict, synth_
     cell = tmp_path / other.relative_dir
     (_copy_cache(uninterrupted[2], cell) / IDENTITY_FILE).unlink()
     record = run_cell(other, tmp_path)
-    assert record["status"] == "ok"
-    assert [(e["answered_before"], e["computed"]) for e in record["attempts"]] == [(0, 4)]
-    assert "set aside as" in (cell / "run.log").read_text() and ".set-aside-" in record["attempts"][0]["set_aside"]
+    assert record.status == "ok"
+    assert [(e.answered_before, e.computed) for e in record.attempts] == [(0, 4)]
+    assert "set aside as" in (cell / "run.log").read_text() and ".set-aside-" in record.attempts[0].set_aside
     [aside] = cell.glob(f"{CACHE_DIR}.set-aside-*")
     assert answered(aside) == ITEMS
     [fingerprint] = set(recorded_fingerprints(cell / CACHE_DIR).values())

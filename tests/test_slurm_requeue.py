@@ -36,7 +36,8 @@ pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 pytest.importorskip("lmms_eval")
 
 from tests.test_sweep import ROOT, finish, sweep  # noqa: E402
-from vcast.sweep.cell import CellSpec, is_complete, read_cell  # noqa: E402
+from tests.support.cell_files import is_complete, read_cell  # noqa: E402
+from vcast.sweep.cell import CellSpec  # noqa: E402
 from vcast.sweep.execute import run_cell  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.requeue]
@@ -131,7 +132,7 @@ def test_cell_longer_than_the_time_limit_finishes_over_requeues(slurm_cluster, t
     # The same answers and scores as the cell run once, uninterrupted and not slowed down.
     env = {key: value for key, value in os.environ.items() if key != "VCAST_SLOW_ANSWER_S"}
     reference = run_cell(CellSpec(**record["spec"]), tmp_path / "reference", env={**env, "HF_HUB_OFFLINE": "1"})
-    assert reference["status"] == "ok" and len(reference["attempts"]) == 1, reference.get("log_tail")
+    assert reference.status == "ok" and len(reference.attempts) == 1, reference.log_tail
     assert _samples_text(cell) == _samples_text(tmp_path / "reference" / CELL)
-    assert record["scores"] == reference["scores"]
+    assert record["scores"] == reference.scores
     print(f"swept in {swept_s:.0f} s over {len(attempts)} attempts: {summary}")

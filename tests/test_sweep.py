@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("hydra")
 pytest.importorskip("lmms_eval")
 
-from vcast.sweep.cell import DONE_FILE, CellSpec, is_complete, read_cell  # noqa: E402
+from tests.support.cell_files import DONE_FILE, is_complete, read_cell  # noqa: E402
+from vcast.sweep.cell import CellSpec  # noqa: E402
 from vcast.sweep.execute import failure_status, format_model_args, run_cell  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,19 +180,20 @@ def test_cell_runs_records_and_is_then_skipped(tiny_dirs: dict, synth_data: Path
     spec = tiny_spec(tiny_dirs)
     record = run_cell(spec, tmp_path)
     cell = tmp_path / "t/tiny_qwen3vl/8f/vcast/r0.25/vcast_synth"
-    assert record["status"] == "ok", record.get("log_tail")
+    assert record.status == "ok", record.log_tail
     assert is_complete(cell) and read_cell(cell)["status"] == "ok"
-    assert set(read_cell(cell)["scores"]) == {"vcast_synth"}
-    assert 0 <= record["scores"]["vcast_synth"]["vcast_synth_acc"] <= 100
-    eff = record["efficiency"]
-    assert eff["items"] == 3 and eff["total_latency_s"] > 0 and eff["throughput_items_per_s"] > 0
-    assert eff["prefill_latency_s"] > 0 and eff["generation_latency_s"] > 0 and eff["peak_memory_mb"] > 0
-    assert eff["mean_video_tokens_kept"] == pytest.approx(eff["mean_video_tokens_total"] / 4, rel=0.1)
-    assert (cell / record["results_file"]).is_file() and (cell / "run.log").is_file()
+    assert read_cell(cell)["record_version"] == 2 and set(read_cell(cell)["scores"]) == {"vcast_synth"}
+    assert 0 <= record.scores["vcast_synth"]["vcast_synth_acc"] <= 100
+    eff = record.efficiency
+    assert eff.items == 3 and eff.total_latency_s > 0 and eff.throughput_items_per_s > 0
+    assert eff.prefill_latency_s > 0 and eff.generation_latency_s > 0 and eff.peak_memory_mb > 0
+    assert eff.mean_video_tokens_kept == pytest.approx(eff.mean_video_tokens_total / 4, rel=0.1)
+    assert (cell / record.results_file).is_file() and (cell / "run.log").is_file()
     assert not list(cell.parent.glob(".vcast_synth.staging-*"))
     done = (cell / DONE_FILE).stat().st_mtime_ns
     again = run_cell(spec, tmp_path)
-    assert again["status"] == "skipped" and (cell / DONE_FILE).stat().st_mtime_ns == done
+    assert again.status == "skipped" and (cell / DONE_FILE).stat().st_mtime_ns == done
+    assert again.with_status("ok") == record  # the skipped cell's record is the one written
 
 
 def test_failing_cells_record_the_error_and_are_retried(tiny_dirs: dict, synth_data: Path, tmp_path: Path) -> None:
@@ -210,10 +212,10 @@ def test_failing_cells_record_the_error_and_are_retried(tiny_dirs: dict, synth_d
                      include_paths=[str(tmp_path / "tasks")])
     record = run_cell(spec, tmp_path / "results")
     cell = tmp_path / "results" / spec.relative_dir
-    assert record["status"] == "failed" and read_cell(cell)["status"] == "failed"
-    assert "cannot decode video" in record["log_tail"] and ".mp4" in record["log_tail"]
+    assert record.status == "failed" and read_cell(cell)["status"] == "failed"
+    assert "cannot decode video" in record.log_tail and ".mp4" in record.log_tail
     assert not (cell / DONE_FILE).exists() and (cell / "run.log").is_file()
-    assert run_cell(spec, tmp_path / "results")["attempt"] == 2  # not finished, so tried again
+    assert run_cell(spec, tmp_path / "results").attempt == 2  # not finished, so tried again
 
     assert "every item's video was unreadable" in read_cell(cell)["error"]
 
@@ -241,11 +243,11 @@ def test_a_missing_video_costs_its_item_not_the_cell(tiny_dirs: dict, synth_data
         (task_dir / "data" / video).write_bytes((synth_data / video).read_bytes())
     spec = tiny_spec(tiny_dirs, task="gap", lmms_tasks=["vcast_synth_gap"], include_paths=[str(tmp_path / "tasks")])
     record = run_cell(spec, tmp_path / "results")
-    assert record["status"] == "ok", record.get("log_tail")
-    missing = record["missing_visuals"]
-    assert missing["count"] == 1 and missing["items"][0]["task"] == "vcast_synth_gap"
-    assert missing["items"][0]["doc_id"] == 0 and "is missing" in missing["items"][0]["error"]
-    assert record["efficiency"]["items"] == 2  # only the readable items reached the model
+    assert record.status == "ok", record.log_tail
+    missing = record.missing_visuals
+    assert missing.count == 1 and missing.items[0]["task"] == "vcast_synth_gap"
+    assert missing.items[0]["doc_id"] == 0 and "is missing" in missing.items[0]["error"]
+    assert record.efficiency.items == 2  # only the readable items reached the model
     (row,) = cell_rows(tmp_path / "results")
     assert row[1].endswith("1 missing video(s)")
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
 from tests.test_sweep import finish, sweep  # noqa: E402
-from vcast.sweep.cell import is_complete, read_cell  # noqa: E402
+from tests.support.cell_files import is_complete, read_cell  # noqa: E402
 
 pytestmark = pytest.mark.slow
 GRID = ["task=vcast_synth", "method=vanilla,first_2x2", "ratio=0.25,0.5", "limit=2"]

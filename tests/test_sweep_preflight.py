@@ -177,7 +177,7 @@ def test_a_cell_held_by_a_live_job_is_reported_busy_and_not_run_twice(tmp_path: 
         assert f"busy (running in host {__import__('socket').gethostname()}, pid {holder.pid}, since " in busy, busy
         assert lines[3] == "# 1 busy, 1 run"
         record = run_cell(vanilla, tmp_path)  # the job that finds it held does not run it
-        assert record["status"] == "busy" and f"pid {holder.pid}" in record["error"]
+        assert record.status == "busy" and f"pid {holder.pid}" in record.error
         assert not (cell / "cell.json").exists() and not any(cell.parent.glob(".*staging*"))
     finally:
         holder.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import io
-import json
 import os
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 
 pytest.importorskip("hydra")
 
-from vcast.sweep.cell import DONE_FILE  # noqa: E402
+from vcast.results.layout import DONE_FILE  # noqa: E402
 from vcast.sweep.progress import progress_line, start_progress  # noqa: E402
 from vcast.sweep.progress_relay import ProgressRelay  # noqa: E402
 from vcast.sweep.slurm_job import job_name, rename_slurm_job  # noqa: E402
@@ -71,13 +70,18 @@ def test_the_relay_shows_tqdm_bars_only(tmp_path: Path) -> None:
 
 
 def _cell(root: Path, name: str, status: str = "ok", limit: float | None = None) -> Path:
+    from vcast.results.record import CellRecord, write_record
+    from vcast.sweep.cell import CellSpec
+
     cell = root / name
     (cell / "lmms_eval").mkdir(parents=True)
     (cell / "lmms_eval" / "r_results.json").write_text("{}")
-    (cell / "cell.json").write_text(json.dumps({"status": status, "spec": {"limit": limit},
-                                                "results_file": "lmms_eval/r_results.json"}))
-    if status == "ok":
-        (cell / "DONE").write_text("x")
+    experiment, model, frames, method, ratio, task = name.split("/")
+    spec = CellSpec(experiment=experiment, model=model, plugin="p", pretrained="p", prompt_key="p", model_args={},
+                    method=method, method_id=method, method_params={}, ratio=float(ratio[1:]),
+                    frames=int(frames[:-1]), task=task, lmms_tasks=[task], limit=limit)
+    write_record(cell, CellRecord(cell=name, status=status, spec=spec, attempt=1,
+                                  results_file="lmms_eval/r_results.json"))
     return cell
 
 

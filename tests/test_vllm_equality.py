@@ -233,7 +233,7 @@ def _run_cell(spec, root):
     from vcast.sweep.execute import run_cell
 
     record = run_cell(spec, root, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    assert record["status"] == "ok", record.get("log_tail")
+    assert record.status == "ok", record.log_tail
     return root / spec.relative_dir
 
 
@@ -242,13 +242,12 @@ def _check_records(cell, synth_data, method: str, limit: int) -> dict:
     frames the plugin read; the kept tokens add up to the efficiency records'."""
     import json
 
-    from vcast.eval.efficiency import read_records as read_efficiency
     from vcast.eval.video import read_qwen_video
-    from vcast.kept_records import read_records
+    from vcast.results.tree import Cell
 
-    records = read_records(cell)
+    records = Cell(cell).kept()
     assert sorted(records) == [("vcast_synth", doc_id, 0) for doc_id in range(limit)]
-    calls = read_efficiency(cell / "efficiency")
+    calls = Cell(cell).efficiency()
     assert sum(call["video_tokens_kept"] for call in calls) == sum(int(r.kept.sum()) for r in records.values())
     assert sum(call["video_tokens_total"] for call in calls) == sum(r.kept.size for r in records.values())
     lines = (synth_data / "vcast_synth.jsonl").read_text().splitlines()
@@ -289,7 +288,7 @@ def test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell(lmm
     assert model_arg_problem("vcast_vllm", "record_kept") is None
     off = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1, record_kept=False)
     on = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1)
-    assert on.relative_dir == off.relative_dir and identity_mismatch(off.as_dict(), on) == []
+    assert on.relative_dir == off.relative_dir and identity_mismatch(off, on) == []
 
     vanilla = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
                              synth_data, "vanilla", 1)
@@ -342,9 +341,9 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
     import signal
     import sqlite3
 
-    from vcast.eval.efficiency import read_records
     from vcast.eval.resume import read_attempts
     from vcast.kept_records import FOLDER
+    from vcast.results.tree import Cell
 
     work = tmp_path / "resumed"
     path = os.pathsep.join(filter(None, [str(KILL_POINTS), os.environ.get("PYTHONPATH")]))
@@ -361,7 +360,7 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
     with contextlib.closing(sqlite3.connect(cache / "cache.db")) as db:
         [(fingerprint,)] = db.execute("SELECT value FROM meta WHERE key = 'model_fingerprint'").fetchall()
     assert fingerprint.startswith("VCastVLLM|"), fingerprint
-    records = read_records(work / "efficiency")
+    records = Cell(work).efficiency()
     first = [doc for r in records if r["attempt"] == 1 for doc in r["doc_ids"]]
     second = [doc for r in records if r["attempt"] == 2 for doc in r["doc_ids"]]
     assert len(kept) == KILL_AT and sorted(first) == kept  # the k-th was computed too

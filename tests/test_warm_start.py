@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("lmms_eval")
 
 from tests.test_sweep import tiny_spec  # noqa: E402
-from vcast.sweep.cell import read_cell  # noqa: E402
+from tests.support.cell_files import read_cell  # noqa: E402
 from vcast.sweep.execute import run_cell  # noqa: E402
 from vcast.sweep.warm_start import ENV, WARM_STARTS, warm_start_wanted  # noqa: E402
 
@@ -34,14 +34,14 @@ def test_a_warm_cell_writes_what_a_cold_one_writes(tiny_dirs: dict, synth_data: 
     spec = tiny_spec(tiny_dirs, method="vcast")
     warm = run_cell(spec, tmp_path / "warm")
     cold = run_cell(spec, tmp_path / "cold", env={**os.environ, ENV: "0"})  # an environment of its own: cold
-    assert (warm["status"], warm["warm_start"]) == ("ok", True), warm.get("log_tail")
-    assert (cold["status"], cold["warm_start"]) == ("ok", False), cold.get("log_tail")
+    assert (warm.status, warm.warm_start) == ("ok", True), warm.log_tail
+    assert (cold.status, cold.warm_start) == ("ok", False), cold.log_tail
     warm_cell, cold_cell = (tmp_path / root / spec.relative_dir for root in ("warm", "cold"))
-    assert warm["scores"] == cold["scores"]
+    assert warm.scores == cold.scores
     assert _samples(warm_cell) == _samples(cold_cell)  # the answers, prompts and arguments, byte for byte as JSON
     assert _kept(warm_cell) == _kept(cold_cell)
     for key in ("items", "mean_video_tokens_kept", "mean_video_tokens_total"):
-        assert warm["efficiency"][key] == cold["efficiency"][key], key
+        assert getattr(warm.efficiency, key) == getattr(cold.efficiency, key), key
 
 
 @pytest.mark.slow
@@ -50,18 +50,18 @@ def test_a_timed_out_run_or_a_dead_server_costs_the_cell_no_more_than_a_cold_sta
     monkeypatch.setenv(ENV, "1")
     spec = tiny_spec(tiny_dirs, method="uniform", limit=1)
     record = run_cell(spec, tmp_path / "a", timeout_s=0.5)
-    assert record["status"] == "failed" and record["warm_start"] and "timed out" in record["error"], record
+    assert record.status == "failed" and record.warm_start and "timed out" in record.error, record
     server = WARM_STARTS.server
     assert server is not None and server.alive and server.process.poll() is None  # the server outlived its run
     again = run_cell(spec, tmp_path / "a")
-    assert (again["status"], again["warm_start"]) == ("ok", True), again.get("log_tail")
+    assert (again.status, again.warm_start) == ("ok", True), again.log_tail
     assert WARM_STARTS.server is server
     server.process.kill()  # killed between two cells (out of memory, a stray kill)
     server.process.wait()
     cold = run_cell(spec, tmp_path / "b")
-    assert (cold["status"], cold["warm_start"]) == ("ok", False), cold.get("log_tail")
+    assert (cold.status, cold.warm_start) == ("ok", False), cold.log_tail
     warm = run_cell(spec, tmp_path / "c")  # the next cell gets a new server
-    assert (warm["status"], warm["warm_start"]) == ("ok", True), warm.get("log_tail")
+    assert (warm.status, warm.warm_start) == ("ok", True), warm.log_tail
     assert WARM_STARTS.server is not server
 
 

@@ -13,7 +13,7 @@ the tokens the layers from ``layer`` on still see). A merging method's mask hold
 survive as merge targets (``merged`` is true: their content is a merge, their place is theirs).
 
 Files: ``<cell>/kept/rank<r>.jsonl``, one JSON object per line (:func:`append_records`,
-:func:`read_records`); the format's version is :data:`FORMAT`. The lmms-eval plugins write them
+:meth:`vcast.results.tree.Cell.kept` reads them); the format's version is :data:`FORMAT`. The lmms-eval plugins write them
 after each batch (:func:`call_records` turns the pruning handle's stats of one ``generate`` call
 into records), unless run with ``record_kept=false``.
 """
@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from vcast.families import all_families
-
-logger = logging.getLogger(__name__)
+from vcast.results.layout import KEPT_DIR
 
 FORMAT = 1
-FOLDER = "kept"
+FOLDER = KEPT_DIR
 
 
 def rank_file(cell: Path, rank: int) -> Path:
@@ -167,29 +165,6 @@ def append_records(path: Path, records: Iterable[KeptRecord]) -> int:
             handle.writelines(lines)
             handle.flush()
     return len(lines)
-
-
-def iter_records(cell: Path, task: Optional[str] = None) -> Iterator[KeptRecord]:
-    """Every record of a cell (all ranks), or of one task; a cut-off last line (a killed run) is
-    skipped with a warning."""
-    for path in sorted((Path(cell) / FOLDER).glob("rank*.jsonl")):
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError:
-                    logger.warning("%s:%d: not a complete JSON line (a run cut off while writing?); skipped",
-                                   path, number)
-                    continue
-                if task is None or data.get("task") == task:
-                    yield from_json(data)
-
-
-def read_records(cell: Path, task: Optional[str] = None) -> dict[tuple[str, int, int], KeptRecord]:
-    """``{(task, doc_id, video): record}`` of a cell; a later record of the same key wins (a rerun)."""
-    return {(r.task, r.doc_id, r.video): r for r in iter_records(cell, task)}
 
 
 # From a generate call's stats ---------------------------------------------------------------------

@@ -29,7 +29,9 @@ from vcast.report.paper import PaperTables
 from vcast.report.products import PRODUCTS
 from vcast.report.scoring import TaskScoring, load_task_scorings
 from vcast.report.tables import build_table
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec
+from vcast.results.record import CellEfficiency, CellRecord, write_record
+from vcast.results.typed_json import from_json
+from vcast.sweep.cell import CellSpec
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +180,7 @@ def write_cell(root: Path, spec: CellSpec, status: str, results: Optional[dict] 
     """One cell folder as the sweep leaves it (``ok`` with files and DONE, or ``oom``)."""
     cell_dir = Path(root) / spec.relative_dir
     cell_dir.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"cell": spec.name, "status": status, "attempt": 1, "spec": spec.as_dict()}
+    record: dict[str, Any] = {}
     if status == "ok":
         out = cell_dir / "lmms_eval" / "paper"
         out.mkdir(parents=True, exist_ok=True)
@@ -189,12 +191,10 @@ def write_cell(root: Path, spec: CellSpec, status: str, results: Optional[dict] 
             name = f"{DATE}_samples_{spec.lmms_tasks[0]}.jsonl"
             atomic_write_text(out / name, "".join(json.dumps(s) + "\n" for s in samples))
             record["samples_files"] = [f"lmms_eval/paper/{name}"]
-        record["efficiency"] = efficiency or {}
+        record["efficiency"] = from_json(CellEfficiency, efficiency, "efficiency") if efficiency else None
     else:
         record["error"] = "CUDA out of memory" if status == "oom" else "failed"
-    atomic_write_json(cell_dir / CELL_FILE, record)
-    if status == "ok":
-        (cell_dir / DONE_FILE).write_text("", encoding="utf-8")
+    write_record(cell_dir, CellRecord(cell=spec.name, status=status, spec=spec, attempt=1, **record))
     return cell_dir
 
 

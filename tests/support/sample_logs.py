@@ -16,7 +16,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from vcast.atomic_files import atomic_write_json, atomic_write_text
 from vcast.report.scoring import TaskScoring
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, CellSpec
+from vcast.results.record import CellEfficiency, CellRecord, write_record
+from vcast.results.typed_json import from_json
+from vcast.sweep.cell import CellSpec
 
 DATE = "20260101_000000"
 
@@ -94,11 +96,10 @@ def write_answers_cell(root: Path, spec: CellSpec, scoring: TaskScoring, answers
         results["results"][lmms_task] = {"alias": lmms_task, f"{metric},none": _metric_value(metric, items)}
         results["n-samples"][lmms_task] = {"original": len(items), "effective": len(items)}
     atomic_write_json(out / f"{DATE}_results.json", results)
-    record = {"cell": spec.name, "status": "ok", "attempt": 1, "spec": spec.as_dict(),
-              "results_file": f"lmms_eval/tiny/{DATE}_results.json", "samples_files": sorted(samples_files),
-              "efficiency": efficiency or {}}
-    atomic_write_json(cell_dir / CELL_FILE, record)
-    (cell_dir / DONE_FILE).write_text("", encoding="utf-8")
+    write_record(cell_dir, CellRecord(
+        cell=spec.name, status="ok", spec=spec, attempt=1, results_file=f"lmms_eval/tiny/{DATE}_results.json",
+        samples_files=sorted(samples_files),
+        efficiency=from_json(CellEfficiency, efficiency, "efficiency") if efficiency else None))
     return cell_dir
 
 

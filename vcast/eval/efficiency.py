@@ -99,11 +99,6 @@ def read_jsonl(directory: str | Path, pattern: str) -> list[dict[str, Any]]:
     return records
 
 
-def read_records(directory: str | Path) -> list[dict[str, Any]]:
-    """Every rank's records from ``directory`` (empty if there are none)."""
-    return read_jsonl(directory, "rank*.jsonl")
-
-
 def _mean_per_item(records: list[dict[str, Any]], key: str, items: int) -> Optional[float]:
     values = [r.get(key) for r in records]
     if not items or any(v is None for v in values):

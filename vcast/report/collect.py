@@ -18,28 +18,27 @@ Nothing here raises on a bad cell: unreadable or inconsistent files are logged, 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings, read_samples
+from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, benchmark_values, load_task_scorings
 from vcast.report.shared_reasons import SharedReasons
-from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
-from vcast.variants import PAPER
+from vcast.results.record import CellRecord
+from vcast.results.tree import Cell, CellFileError, ResultsTree, first_per_doc
 
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["experiment", "model", "frames", "ratio", "method", "task", "benchmark", "value", "status", "cell",
            "profile", "variant", "limit", "missing_videos", "memory_source"]
 KEY = ["experiment", "model", "frames", "ratio", "method"]
-# cell.json "efficiency" field -> the paper's efficiency column.
+# The record's efficiency field -> the paper's efficiency column.
 EFFICIENCY_COLUMNS = {
     "prefill_latency_s": "PrefillLatency_s",
     "selection_latency_s": "SelectionLatency_s",  # the method's own work: finding, scoring, re-laying tokens
@@ -51,7 +50,7 @@ EFFICIENCY_COLUMNS = {
     # Theoretical prefill TFLOPs per item, vision encoder + LLM (vcast.models.flops; not in the paper).
     "prefill_tflops_per_item": "PrefillTFLOPs",
 }
-# Budget honesty: tokens the method really kept (cell.json "efficiency"), shown with --kept-tokens.
+# Budget honesty: tokens the method really kept (the record's efficiency), shown with --kept-tokens.
 KEPT_TOKENS, KEPT_PERCENT = "KeptTokens", "KeptPct"
 # In-LLM methods drop tokens between layers too: the share each layer sees, averaged over layers.
 LAYER_PERCENT = "LayerAvgPct"
@@ -69,57 +68,50 @@ class Collection:
     problems: list[str] = field(default_factory=list)
 
 
-def _cell_rows(cell_dir: Path, root: Path, record: dict[str, Any], scoring: TaskScoring) -> list[dict[str, Any]]:
-    spec = record["spec"]
+def _cell_rows(cell: Cell, record: CellRecord, scoring: TaskScoring) -> list[dict[str, Any]]:
+    spec = record.spec
+    efficiency = record.efficiency
     base = {
-        "experiment": str(spec["experiment"]), "model": str(spec["model"]), "frames": int(spec["frames"]),
-        "ratio": float(spec["ratio"]), "method": str(spec["method"]), "task": str(spec["task"]),
-        "cell": str(cell_dir.relative_to(root)), "profile": str(spec.get("profile") or REPRODUCE),
-        "variant": str(spec.get("variant") or PAPER),
-        "limit": math.nan if spec.get("limit") is None else float(spec["limit"]),
-        "missing_videos": int((record.get("missing_visuals") or {}).get("count") or 0),
-        "memory_source": str((record.get("efficiency") or {}).get("memory_source") or ""),
+        "experiment": spec.experiment, "model": spec.model, "frames": int(spec.frames),
+        "ratio": float(spec.ratio), "method": spec.method, "task": spec.task,
+        "cell": cell.rel, "profile": spec.profile, "variant": spec.variant,
+        "limit": math.nan if spec.limit is None else float(spec.limit),
+        "missing_videos": int(record.missing_visuals.count),
+        "memory_source": str((efficiency.memory_source if efficiency is not None else None) or ""),
     }
-    status = record.get("status")
-    if status in FAILED_STATUSES:
-        return [{**base, "benchmark": name, "value": math.nan, "status": status} for name in scoring.benchmarks]
-    if status != "ok":
-        raise MalformedCell(f"status {status!r} (expected ok, oom or failed)")
-    reason = why_incomplete(cell_dir, record)
+    if record.status in FAILED_STATUSES:
+        return [{**base, "benchmark": name, "value": math.nan, "status": record.status} for name in scoring.benchmarks]
+    if record.status != "ok":
+        raise MalformedCell(f"status {record.status!r} (expected ok, oom or failed)")
+    reason = cell.why_incomplete()
     if reason:
         raise MalformedCell(f"status ok but {reason} (a cell copied mid-write?)")
-    results_path = cell_dir / record["results_file"]
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise MalformedCell(f"{results_path.name}: not JSON ({error})") from error
+    results = cell.results()
     samples = None
     if scoring.breakdown is not None:
-        paths = [cell_dir / name for name in record.get("samples_files") or []]
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise MalformedCell(f"samples file(s) missing: {', '.join(missing)}")
-        samples = read_samples(paths) if paths else None
+        by_task = cell.samples()
+        samples = first_per_doc([row for rows in by_task.values() for row in rows]) if by_task else None
     values = benchmark_values(scoring, results, samples, where=base["cell"])
     bad = sorted(name for name, value in values.items() if not math.isfinite(float(value)))
     if bad:
-        raise MalformedCell(f"non-finite score(s) for {', '.join(bad)} in {results_path.name}")
+        raise MalformedCell(f"non-finite score(s) for {', '.join(bad)} in {Path(str(record.results_file)).name}")
     rows = [{**base, "benchmark": name, "value": float(value), "status": "ok"} for name, value in values.items()]
-    efficiency = record.get("efficiency") or {}
+    figures = efficiency.figures() if efficiency is not None else {}
     for key, column in EFFICIENCY_COLUMNS.items():
-        value = efficiency.get(key)
+        value = figures.get(key)
         if isinstance(value, (int, float)):
             rows.append({**base, "benchmark": column, "value": float(value), "status": "ok"})
-    selection, prefill = efficiency.get("selection_latency_s"), efficiency.get("prefill_latency_s")
+    if efficiency is None:
+        return rows
+    selection, prefill = efficiency.selection_latency_s, efficiency.prefill_latency_s
     if isinstance(selection, (int, float)) and isinstance(prefill, (int, float)) and prefill > 0:
         rows.append({**base, "benchmark": SELECTION_SHARE, "value": 100.0 * selection / prefill, "status": "ok"})
-    kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
+    kept, total = efficiency.mean_video_tokens_kept, efficiency.mean_video_tokens_total
     if isinstance(kept, (int, float)) and isinstance(total, (int, float)) and total > 0:
         rows.append({**base, "benchmark": KEPT_TOKENS, "value": float(kept), "status": "ok"})
         rows.append({**base, "benchmark": KEPT_PERCENT, "value": 100.0 * kept / total, "status": "ok"})
-    layer_share = efficiency.get("layer_retention")
-    if isinstance(layer_share, (int, float)):
-        rows.append({**base, "benchmark": LAYER_PERCENT, "value": 100.0 * layer_share, "status": "ok"})
+    if isinstance(efficiency.layer_retention, (int, float)):
+        rows.append({**base, "benchmark": LAYER_PERCENT, "value": 100.0 * efficiency.layer_retention, "status": "ok"})
     return rows
 
 
@@ -148,16 +140,6 @@ def usual_frames(frames: Iterable[Any]) -> int:
     return min(counts, key=lambda f: (-counts[f], f))
 
 
-def cell_dirs(root: Path) -> Iterator[tuple[Path, str]]:
-    """``(cell folder, its path relative to root)`` of every ``cell.json`` under ``root``, sorted;
-    folders under a dot-name (a staging folder of a running or killed attempt, Hydra's own logs)
-    are left out."""
-    for cell_file in sorted(root.rglob(CELL_FILE)):
-        cell_dir = cell_file.parent
-        if not any(part.startswith(".") for part in cell_dir.relative_to(root).parts):
-            yield cell_dir, str(cell_dir.relative_to(root))
-
-
 def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
             scorings: Optional[dict[str, TaskScoring]] = None,
             folders: Optional[Sequence[str]] = None) -> Collection:
@@ -170,22 +152,19 @@ def collect(root: Path, *, config_dir: Path = CONFIG_DIR,
     scorings = scorings if scorings is not None else load_task_scorings(config_dir)
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for cell_dir, where in cell_dirs(root):
-        if folders is not None and Path(where).parts[0] not in folders:
+    for cell in ResultsTree(root).cells():
+        if folders is not None and Path(cell.rel).parts[0] not in folders:
             continue
         try:
-            try:
-                record = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
-                spec = record["spec"]
-                task = spec["task"]
-            except (ValueError, KeyError, TypeError) as error:
-                raise MalformedCell(f"{CELL_FILE} unreadable or without spec.task ({error!r})") from error
-            if task not in scorings:
-                raise MalformedCell(f"task {task!r} has no config in {config_dir}/task")
-            rows.extend(_cell_rows(cell_dir, root, record, scorings[task]))
-        except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
-            problems.append(f"{where}: {error}")
-            logger.warning("skipping %s: %s", where, error)
+            record = cell.record
+            if record is None:
+                continue  # removed since the tree was listed
+            if record.spec.task not in scorings:
+                raise MalformedCell(f"task {record.spec.task!r} has no config in {config_dir}/task")
+            rows.extend(_cell_rows(cell, record, scorings[record.spec.task]))
+        except (MalformedCell, CellFileError, OSError, TypeError, ValueError) as error:
+            problems.append(f"{cell.rel}: {error}")
+            logger.warning("skipping %s: %s", cell.rel, error)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = frame.astype({"frames": "int64", "ratio": "float64", "value": "float64", "limit": "float64",
                           "missing_videos": "int64"})

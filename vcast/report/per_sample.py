@@ -21,7 +21,6 @@ Nothing here raises on a bad cell: unreadable ones are listed in :attr:`CellItem
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -31,14 +30,11 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from vcast.report.collect import cell_dirs
-from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings, read_samples
-from vcast.sweep.cell import CELL_FILE, REPRODUCE, why_incomplete
-from vcast.variants import PAPER
+from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings
+from vcast.results.tree import CellFileError, ResultsTree
 
 logger = logging.getLogger(__name__)
 
-SAMPLES_NAME = re.compile(r"_samples_(?P<task>.+)\.jsonl$")
 GLOB_CHARS = set("*?[")
 # The item frame of one cell: one row per question, sorted by (stratum, lmms_task, doc_id), numeric
 # ids in numeric order (the bootstrap's draws map to items in this order).
@@ -194,23 +190,19 @@ def sample_prompt(record: Mapping[str, Any]) -> str:
     return arguments if isinstance(arguments, str) else ""
 
 
-def read_items(paths: Sequence[Path], scoring: TaskScoring) -> pd.DataFrame:
-    """The items of one cell's samples files (:data:`ITEM_COLUMNS`), first record of each
-    ``(lmms task, doc_id)`` (a data-parallel run may repeat a padded document)."""
+def read_items(samples: Mapping[str, Sequence[Mapping[str, Any]]], scoring: TaskScoring) -> pd.DataFrame:
+    """The items of one cell's samples (:data:`ITEM_COLUMNS`) from ``{lmms task: its samples
+    records}`` (:meth:`vcast.results.tree.Cell.samples`: the first record of each ``doc_id``)."""
     rows: dict[tuple[str, Any], dict[str, Any]] = {}
     breakdown = scoring.breakdown
     skipped = 0
-    for path in sorted(Path(p) for p in paths):
-        match = SAMPLES_NAME.search(path.name)
-        if match is None:
-            raise MalformedCell(f"{path.name}: not an lmms-eval samples file name (*_samples_<task>.jsonl)")
-        lmms_task = match.group("task")
+    for lmms_task, records in sorted(samples.items()):
         metric, by_task = _metric_of(scoring, lmms_task)
         fields = ITEM_FIELDS.get(metric)
         if fields is None:
             logger.warning("%s: no answer fields known for metric %r; comparing filtered replies with targets",
-                           path.name, metric)
-        for number, record in enumerate(read_samples([path]), 1):  # first record of each doc_id
+                           lmms_task, metric)
+        for number, record in enumerate(records, 1):
             key = (lmms_task, record.get("doc_id", number))
             if key in rows:
                 continue
@@ -223,7 +215,7 @@ def read_items(paths: Sequence[Path], scoring: TaskScoring) -> pd.DataFrame:
             if breakdown is not None:
                 entry = record.get(breakdown.field)
                 if not isinstance(entry, Mapping) or breakdown.by not in entry:
-                    raise MalformedCell(f"{path.name}: doc {key[1]}: no {breakdown.field}.{breakdown.by}")
+                    raise MalformedCell(f"{lmms_task} samples: doc {key[1]}: no {breakdown.field}.{breakdown.by}")
                 group = _as_str(entry[breakdown.by])
             rows[key] = {"lmms_task": lmms_task, "doc_id": key[1], "answer": answer, "correct": correct,
                          "stratum": lmms_task if by_task else stratum, "group": group}
@@ -262,32 +254,29 @@ def collect_items(root: Path, *, experiments: Optional[Sequence[str]] = None, co
         raise FileNotFoundError(f"no results folder {root}")
     scorings = scorings if scorings is not None else load_task_scorings(config_dir)
     out = CellItemsCollection()
-    for cell_dir, where in cell_dirs(root):
+    for cell in ResultsTree(root).cells():
         try:
-            record = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
-            spec = record["spec"]
-            if experiments is not None and spec["experiment"] not in experiments:
+            record = cell.record
+            if record is None:
                 continue
-            if record.get("status") != "ok" or why_incomplete(cell_dir, record):
+            spec = record.spec
+            if experiments is not None and spec.experiment not in experiments:
                 continue
-            if spec["task"] not in scorings:
-                raise MalformedCell(f"task {spec['task']!r} has no config in {config_dir}/task")
-            paths = [cell_dir / name for name in record.get("samples_files") or []]
-            if not paths:
+            if record.status != "ok" or cell.why_incomplete():
+                continue
+            if spec.task not in scorings:
+                raise MalformedCell(f"task {spec.task!r} has no config in {config_dir}/task")
+            samples = cell.samples()
+            if not samples:
                 raise MalformedCell("no samples files (lmms-eval ran without --log_samples?)")
-            missing = [str(p) for p in paths if not p.is_file()]
-            if missing:
-                raise MalformedCell(f"samples file(s) missing: {', '.join(missing)}")
-            items = read_items(paths, scorings[spec["task"]])
-            limit = spec.get("limit")
+            items = read_items(samples, scorings[spec.task])
             out.cells.append(CellItems(
-                cell=where, experiment=str(spec["experiment"]), model=str(spec["model"]), frames=int(spec["frames"]),
-                ratio=float(spec["ratio"]), method=str(spec["method"]), task=str(spec["task"]),
-                profile=str(spec.get("profile") or REPRODUCE), variant=str(spec.get("variant") or PAPER),
-                limit=None if limit is None else float(limit), items=items))
-        except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
-            out.problems.append(f"{where}: {error}")
-            logger.warning("per-sample analysis skips %s: %s", where, error)
+                cell=cell.rel, experiment=spec.experiment, model=spec.model, frames=int(spec.frames),
+                ratio=float(spec.ratio), method=spec.method, task=spec.task, profile=spec.profile,
+                variant=spec.variant, limit=None if spec.limit is None else float(spec.limit), items=items))
+        except (MalformedCell, CellFileError, OSError, KeyError, TypeError, ValueError) as error:
+            out.problems.append(f"{cell.rel}: {error}")
+            logger.warning("per-sample analysis skips %s: %s", cell.rel, error)
     return out
 
 

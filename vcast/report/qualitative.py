@@ -25,11 +25,11 @@ from typing import Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from vcast.kept_records import KeptRecord, read_records
+from vcast.kept_records import KeptRecord
+from vcast.results.tree import Cell
 from vcast.report.collect import usual_frames
 from vcast.report.names import method_name
 from vcast.report.per_sample import CellItems, CellItemsCollection, doc_order, sample_prompt, sample_reply
-from vcast.report.scoring import read_samples
 from vcast.viz import kept_frames, record_frames, record_grid
 
 logger = logging.getLogger(__name__)
@@ -118,8 +118,7 @@ def answers(choice: Choice, results: Path) -> tuple[str, str, dict[str, Answer]]
 
 
 def _sample(cell_dir: Path, lmms_task: str, doc_id: str) -> dict:
-    paths = sorted(cell_dir.rglob(f"*_samples_{lmms_task}.jsonl"))
-    for record in read_samples(paths):
+    for record in Cell(cell_dir).samples(lmms_task).get(lmms_task, []):
         if str(record.get("doc_id")) == str(doc_id):
             return record
     raise ValueError(f"{cell_dir}: no sample of {lmms_task} doc {doc_id}")
@@ -129,7 +128,7 @@ def item_records(choice: Choice, results: Path) -> dict[str, KeptRecord]:
     """Each method's kept-token record of the item's first video (methods without one are left out)."""
     out = {}
     for method, cell in choice.cells.items():
-        record = read_records(Path(results) / cell.cell, choice.lmms_task).get(
+        record = Cell(Path(results) / cell.cell).kept(choice.lmms_task).get(
             (choice.lmms_task, int(choice.doc_id) if str(choice.doc_id).isdigit() else choice.doc_id, 0))
         if record is None:
             logger.warning("qualitative: %s has no kept-token record of %s doc %s", cell.cell, choice.lmms_task,

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from vcast.budget_profiles import panel_title
-from vcast.kept_records import KeptRecord, read_records
+from vcast.kept_records import KeptRecord
+from vcast.results.tree import Cell
 from vcast.report.collect import usual_frames
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def recorded_panels(frame: pd.DataFrame, results: Path, figure: str, *, ratio: f
         cells = sorted(set(rows.loc[rows["method"] == method, "cell"]))
         found: dict[tuple[str, int, int], KeptRecord] = {}
         for cell in cells:
-            found.update(read_records(Path(results) / cell))
+            found.update(Cell(Path(results) / cell).kept())
         if found:
             records[key] = found
         else:

@@ -10,11 +10,10 @@ logs). One source of truth: the sweep and the report read the same files.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import yaml
 
@@ -73,26 +72,6 @@ def load_task_scorings(config_dir: Path = CONFIG_DIR) -> dict[str, TaskScoring]:
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"task config {path}: {error}") from error
     return scorings
-
-
-def read_samples(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """The per-document records of lmms-eval ``*_samples_*.jsonl`` files, one per ``doc_id``.
-
-    lmms-eval gathers ranks in order, so a data-parallel run may repeat a padded document; the
-    first record of each ``doc_id`` wins.
-    """
-    seen: dict[Any, dict[str, Any]] = {}
-    for path in paths:
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as error:
-                    raise MalformedCell(f"{path}:{number}: not JSON ({error})") from error
-                seen.setdefault(record.get("doc_id", f"{path}:{number}"), record)
-    return list(seen.values())
 
 
 def _metric_values(scoring: TaskScoring, results: Mapping[str, Any]) -> float:

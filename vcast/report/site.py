@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import vcast.viz
-from vcast.kept_records import read_records
 from vcast.report import site_html as H
 from vcast.report.collect import collect
 from vcast.report.export import _printed, _vs_paper
@@ -51,8 +50,9 @@ from vcast.report.site_writer import SiteWriter
 from vcast.report.site_items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, \
     write_kept_map
 from vcast.report.tables import build_table
-from vcast.sweep.cell import CELL_FILE, DONE_FILE, REPRODUCE, read_cell
-from vcast.sweep.status import cell_dirs, cell_status, planned_cells
+from vcast.results.tree import Cell
+from vcast.sweep.cell import REPRODUCE
+from vcast.sweep.status import cell_status, planned_cells, tree_cells
 
 logger = logging.getLogger(__name__)
 
@@ -187,12 +187,12 @@ def find_experiments(root: Path, exclude: Optional[Path] = None) -> list[Experim
     if not root.is_dir():
         raise FileNotFoundError(f"results root {root} is not a folder")
     exclude = Path(exclude) if exclude is not None else root / "site"
-    groups: dict[Path, list[Path]] = {}
-    for cell_dir in cell_dirs(root, planned_cells(root)):
-        parts = cell_dir.relative_to(root).parts
-        if len(parts) < 5 or exclude == cell_dir or exclude in cell_dir.parents:
+    groups: dict[Path, list[Cell]] = {}
+    for cell in tree_cells(root, planned_cells(root)):
+        parts = cell.path.relative_to(root).parts
+        if len(parts) < 5 or exclude == cell.path or exclude in cell.path.parents:
             continue
-        groups.setdefault(cell_dir.parents[4], []).append(cell_dir)
+        groups.setdefault(cell.path.parents[4], []).append(cell)
     if not groups:
         raise ValueError(f"no experiments under {root}: no sweep cell (<experiment>/<model>/<frames>f/<method>/"
                          f"r<ratio>/<task>/cell.json) in it. Run a sweep first (make demo writes results/demo)")
@@ -200,15 +200,13 @@ def find_experiments(root: Path, exclude: Optional[Path] = None) -> list[Experim
     slugs: set[str] = set()
     for folder in sorted(groups):
         cells = []
-        for cell_dir in groups[folder]:
-            record = read_cell(cell_dir)
-            record = record if isinstance(record, dict) else None
-            status = cell_status(cell_dir)
-            cells.append(SiteCell(cell_dir, cell_dir.relative_to(folder).as_posix(), status, cell_state(status),
-                                  record))
-        specs = [c.spec for c in cells if c.spec.get("experiment")]
-        experiment = str(specs[0]["experiment"]) if specs else folder.name
-        profile = str(specs[0].get("profile") or REPRODUCE) if specs else REPRODUCE
+        for cell in groups[folder]:
+            status = cell_status(cell)
+            cells.append(SiteCell(cell, cell.path.relative_to(folder).as_posix(), status, cell_state(status),
+                                  cell.readable_record()))
+        specs = [c.spec for c in cells if c.spec is not None]
+        experiment = specs[0].experiment if specs else folder.name
+        profile = specs[0].profile if specs else REPRODUCE
         product = find_product(experiment) or Product(experiment, (experiment,),
                                                       (TableOutput(experiment, None, (experiment,)),))
         base = H.slug(folder.relative_to(root).as_posix().replace("/", "--") if folder != root else folder.name)
@@ -226,11 +224,11 @@ def cell_label(cell: SiteCell, several_frames: bool) -> str:
     """``V-CAST (r=0.25)``, with the frame count when the experiment has several, the variant
     when it is not the paper's, and ``†`` for a partial run."""
     spec = cell.spec
-    method = str(spec.get("method", cell.rel.split("/")[2] if cell.rel.count("/") >= 4 else cell.rel))
-    details = [] if method == "vanilla" else [f"r={float(spec.get('ratio', math.nan)):g}"]
+    method = spec.method if spec is not None else (cell.rel.split("/")[2] if cell.rel.count("/") >= 4 else cell.rel)
+    details = [] if method == "vanilla" else [f"r={spec.ratio if spec is not None else math.nan:g}"]
     if several_frames:
-        details.append(f"{spec.get('frames')}f")
-    variant = spec.get("variant")
+        details.append(f"{spec.frames if spec is not None else None}f")
+    variant = spec.variant if spec is not None else None
     if variant and variant != "paper":
         details.append(str(variant))
     label = method_name(method) + (f" ({', '.join(details)})" if details else "")
@@ -239,105 +237,85 @@ def cell_label(cell: SiteCell, several_frames: bool) -> str:
 
 def _order(cell: SiteCell) -> tuple[Any, ...]:
     spec = cell.spec
-    return (int(spec.get("frames") or 0), spec.get("method") != "vanilla", float(spec.get("ratio") or 0),
-            method_name(str(spec.get("method", ""))), cell.rel)
+    if spec is None:
+        return (0, True, 0.0, method_name(""), cell.rel)
+    return (int(spec.frames), spec.method != "vanilla", float(spec.ratio), method_name(spec.method), cell.rel)
 
 
 # ---------------------------------------------------------------------------------------------
 # Cell pages
 # ---------------------------------------------------------------------------------------------
 
-def efficiency_summary(cell_dir: Path) -> tuple[list[list[str]], int, int]:
-    """(rows ``field, calls, total, mean, min, max`` over ``efficiency/rank*.jsonl``, records
-    read, lines skipped) for every numeric field of the per-call records."""
+def efficiency_summary(cell: Cell) -> tuple[list[list[str]], int]:
+    """(rows ``field, calls, total, mean, min, max`` over the cell's per-call efficiency records,
+    records read) for every numeric field of the records (a torn last line is skipped)."""
     values: dict[str, list[float]] = {}
-    records = skipped = 0
-    for path in sorted((cell_dir / "efficiency").glob("rank*.jsonl")):
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    skipped += 1
-                    continue
-                records += 1
-                for key, value in record.items():
-                    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                        values.setdefault(key, []).append(float(value))
+    records = cell.efficiency()
+    for record in records:
+        for key, value in record.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                values.setdefault(key, []).append(float(value))
     rows = [[key, str(len(v)), f"{sum(v):.6g}", f"{sum(v) / len(v):.6g}", f"{min(v):.6g}", f"{max(v):.6g}"]
             for key, v in sorted(values.items())]
-    return rows, records, skipped
-
-
-def _log_tail(path: Path, lines: int = LOG_TAIL) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return rows, len(records)
 
 
 def render_cell(experiment: Experiment, cell: SiteCell) -> str:
     rel = experiment.cell_page(cell)
-    record = cell.record or {}
+    record = cell.record
     body = [f"<p>Cell <code>{H.esc(cell.rel)}</code> of experiment {H.esc(experiment.name)}: "
             f"{H.state_span(cell.state, cell.status)}.</p>\n"]
-    if not record:
-        body.append("<p class=\"note\">No cell.json: the cell has not run (planned by a sweep) or is running.</p>\n")
-    error = record.get("error")
-    if error:
-        body.append(f"<h2>Error</h2>\n<pre>{H.esc(error if isinstance(error, str) else json.dumps(error, indent=1))}"
-                    "</pre>\n")
-    run = [(k, record.get(k)) for k in ("status", "attempt", "returncode", "started_at", "finished_at", "duration_s",
-                                        "host", "slurm_job_id", "world_size") if k in record]
-    run.append(("DONE marker", "present" if (cell.path / DONE_FILE).is_file() else "absent"))
-    body.append("<h2>Status</h2>\n" + H.key_values(run))
-    if cell.spec:
-        body.append("<h2>Spec</h2>\n" + H.key_values(sorted(cell.spec.items())))
-    scores = record.get("scores") or {}
-    if scores:
-        rows = [[task, metric, f"{value:.6g}" if isinstance(value, (int, float)) else str(value)]
-                for task, metrics in sorted(scores.items()) for metric, value in sorted(metrics.items())]
-        body.append("<h2>Scores</h2>\n" + H.table(["lmms task", "metric", "value"], rows))
-    if record.get("versions"):
-        body.append("<h2>Versions</h2>\n" + H.key_values(sorted(record["versions"].items())))
-    efficiency = record.get("efficiency") or {}
-    if efficiency:
-        body.append("<h2>Efficiency</h2>\n<h3>As recorded in cell.json</h3>\n" + H.key_values(
-            sorted((k, v) for k, v in efficiency.items() if k != "per_task")))
-    rows, count, skipped = efficiency_summary(cell.path)
+    if record is None:
+        body.append("<p class=\"note\">No readable record (cell.json): the cell has not run (planned by a sweep), "
+                    "is running, or its record is invalid (its status says so).</p>\n")
+    else:
+        if record.error:
+            body.append(f"<h2>Error</h2>\n<pre>{H.esc(record.error)}</pre>\n")
+        run = [("status", record.status), ("attempt", record.attempt), ("returncode", record.returncode),
+               ("started_at", record.started_at), ("finished_at", record.finished_at),
+               ("duration_s", record.duration_s), ("host", record.host), ("slurm_job_id", record.slurm_job_id),
+               ("world_size", record.world_size)]
+        run = [(key, value) for key, value in run if value is not None]
+        run.append(("DONE marker", "present" if cell.source.done else "absent"))
+        body.append("<h2>Status</h2>\n" + H.key_values(run))
+        body.append("<h2>Spec</h2>\n" + H.key_values(sorted(record.spec.as_dict().items())))
+        if record.scores:
+            rows = [[task, metric, f"{value:.6g}" if isinstance(value, (int, float)) else str(value)]
+                    for task, metrics in sorted(record.scores.items()) for metric, value in sorted(metrics.items())]
+            body.append("<h2>Scores</h2>\n" + H.table(["lmms task", "metric", "value"], rows))
+        if record.versions:
+            body.append("<h2>Versions</h2>\n" + H.key_values(sorted(record.versions.items())))
+        if record.efficiency is not None:
+            body.append("<h2>Efficiency</h2>\n<h3>As recorded in cell.json</h3>\n" + H.key_values(
+                sorted(record.efficiency.figures().items())))
+    rows, count = efficiency_summary(cell.source)
     if rows:
-        body.append(f"<h3>Per-call records (efficiency/rank*.jsonl: {count} records"
-                    f"{f', {skipped} unreadable lines skipped' if skipped else ''})</h3>\n"
+        body.append(f"<h3>Per-call records (efficiency/rank*.jsonl: {count} records)</h3>\n"
                     + H.table(["field", "records", "total", "mean", "min", "max"], rows))
-    elif record:
+    elif record is not None:
         body.append("<p class=\"note\">No per-call efficiency records (efficiency/rank*.jsonl).</p>\n")
-    missing = record.get("missing_visuals")
-    if isinstance(missing, dict):
-        body.append(f"<h2>Missing videos</h2>\n<p>{H.esc(missing.get('count', 0))} item(s) without a readable "
+    if record is not None and record.results_file is not None:
+        missing = record.missing_visuals
+        body.append(f"<h2>Missing videos</h2>\n<p>{H.esc(missing.count)} item(s) without a readable "
                     "video (answered empty).</p>\n")
-        if missing.get("items"):
-            entries = missing["items"]
-            keys = sorted({k for entry in entries if isinstance(entry, dict) for k in entry})
+        if missing.items:
+            keys = sorted({k for entry in missing.items for k in entry})
             body.append(H.table(keys, [[json.dumps(e.get(k)) if isinstance(e.get(k), (dict, list)) else
-                                        str(e.get(k, "")) for k in keys] for e in entries if isinstance(e, dict)]))
-    tail = _log_tail(cell.path / "run.log")
+                                        str(e.get(k, "")) for k in keys] for e in missing.items]))
+    tail = cell.source.log_tail(LOG_TAIL)
     if tail:
         opened = " open" if cell.state == "failed" else ""
         body.append(f"<h2>run.log</h2>\n<details{opened}><summary>last {LOG_TAIL} lines</summary>\n"
                     f"<pre>{H.esc(tail)}</pre></details>\n")
-    if record:
+    if record is not None:
         body.append("<h2>cell.json</h2>\n<details><summary>as written</summary>\n"
-                    f"<pre>{H.esc(json.dumps(record, indent=2, sort_keys=True))}</pre></details>\n")
+                    f"<pre>{H.esc(json.dumps(record.as_json(), indent=2, sort_keys=True))}</pre></details>\n")
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), (cell.rel, None)]
     return H.page(rel, f"Cell {cell.rel}", "".join(body), crumbs)
 
 
 def _cell_inputs(cell: SiteCell) -> list[Path]:
-    return [cell.path / CELL_FILE, cell.path / DONE_FILE, cell.path / "run.log",
-            *sorted((cell.path / "efficiency").glob("rank*.jsonl"))]
+    return cell.source.input_files()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +332,8 @@ def paper_rows(experiment: Experiment, stem: str, paper: PaperTables) -> Optiona
         return None
     layout = LAYOUTS[output.layout]
     frame = collect(experiment.folder).frame
-    profile = experiment.cells[0].spec.get("profile") or REPRODUCE if experiment.cells else REPRODUCE
+    specs = [c.spec for c in experiment.cells if c.spec is not None]
+    profile = specs[0].profile if specs else REPRODUCE
     table = build_table(frame[frame["profile"] == profile], layout, experiments=output.experiments)
     header = ["method", "frames", "ratio"]
     for column in layout.columns:
@@ -429,14 +408,14 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
                         f"<pre>{H.esc(markdown.read_text(encoding='utf-8'))}</pre></details>\n")
         body.append(H.csv_table(report.path, report.name))
     body.append("<h2>Cells</h2>\n")
-    several = len({c.spec.get("frames") for c in experiment.cells}) > 1
+    several = len({c.frames for c in experiment.cells}) > 1
     rows = []
     for cell in sorted(experiment.cells, key=_order):
-        scores = (cell.record or {}).get("scores") or {}
+        scores = cell.scores
         score = "; ".join(f"{metric} {value:.4g}" for metrics in scores.values() for metric, value in metrics.items()
                           if isinstance(value, (int, float)))
         rows.append([f'<a href="{H.esc(H.href(page, experiment.cell_page(cell)))}">{H.esc(cell.rel)}</a>',
-                     H.esc(cell_label(cell, several)), H.esc(cell.spec.get("task", "")),
+                     H.esc(cell_label(cell, several)), H.esc(cell.task),
                      H.state_span(cell.state, cell.status), H.esc(score)])
     body.append(H.table(["cell", "method", "task", "status", "score"], rows, raw=True, table_id="cells"))
     crumbs = [("Results", "index.html"), (experiment.name, None)]
@@ -494,7 +473,7 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
     answered = [cells[a.cell] for a in item.answers if a.cell in cells]
     if not videos:
         media.frames_note = f"No frames: {why}."
-    readings = sorted({(int(c.spec.get("frames") or 0), str(c.spec.get("plugin", ""))) for c, _ in answered})
+    readings = sorted({(c.spec.frames, c.spec.plugin) for c, _ in answered if c.spec is not None})
     for number, video in enumerate(videos):
         for frames, plugin in readings:
             reader = "llava" if "llava" in plugin else "qwen"
@@ -527,7 +506,7 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
                 media.kept.append((label, "", f"kept map not drawn: no video {number} ({why or 'not found'})"))
                 continue
             rel = f"{media_dir}/{_item_stem(item)}-v{number}-kept-{H.slug(cell.rel.replace('/', '--'))}.png"
-            inputs = [videos[number], *sorted((cell.path / "kept").glob("rank*.jsonl")), *viz_inputs]
+            inputs = [videos[number], *cell.source.kept_files(), *viz_inputs]
             try:
                 writer.produce(rel, inputs, {"cell": cell.rel, "video": number},
                                lambda path, video=videos[number], record=record: write_kept_map(path, video, record))
@@ -612,7 +591,7 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
                 ) -> bool:
     """The item browser of ``experiment`` (the first ``max_items`` items of each task, all by
     default); whether it has any item."""
-    several = len({c.spec.get("frames") for c in experiment.cells}) > 1
+    several = len({c.frames for c in experiment.cells}) > 1
     finished = [(c, cell_label(c, several)) for c in sorted(experiment.cells, key=_order) if c.finished]
     by_task, trouble = read_answers(finished, load_task_scorings())
     problems += [f"{experiment.name}: {p}" for p in trouble]
@@ -625,7 +604,7 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
     records: dict[str, dict[tuple[str, int, int], Any]] = {}
     for cell, _ in finished:
         try:
-            records[cell.rel] = read_records(cell.path) if (cell.path / "kept").is_dir() else {}
+            records[cell.rel] = cell.source.kept()
         except (OSError, ValueError, KeyError) as error:
             problems.append(f"{experiment.name}: {cell.rel}: kept-token records not read: {error}")
             records[cell.rel] = {}
@@ -633,20 +612,20 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
         docs: dict[str, TaskDocs] = {}
         for index, item in enumerate(items):
             if item.lmms_task not in docs:
-                include = next((c.spec.get("include_paths") or [] for c, _ in finished
-                                if c.spec.get("task") == task), [])
+                include = next((c.spec.include_paths for c, _ in finished
+                                if c.spec is not None and c.spec.task == task), [])
                 docs[item.lmms_task] = TaskDocs(item.lmms_task, include)
             media = item_media(writer, experiment, item, cells, docs[item.lmms_task], records, problems)
             previous = items[index - 1] if index else None
             following = items[index + 1] if index + 1 < len(items) else None
-            inputs = [p for c, _ in finished if c.spec.get("task") == task
-                      for p in (c.path / CELL_FILE, *sorted((c.path / "kept").glob("rank*.jsonl")))]
+            inputs = [p for c, _ in finished if c.task == task
+                      for p in (c.source.record_path, *c.source.kept_files())]
             key = {"item": _item_json(item), "media": media.__dict__, "experiment": experiment.name,
                    "previous": previous.name if previous else None, "next": following.name if following else None}
             writer.text(item_page(experiment, item), inputs, key,
                         lambda item=item, media=media, previous=previous, following=following:
                         render_item(experiment, item, media, previous, following))
-    inputs = [c.path / CELL_FILE for c, _ in finished]
+    inputs = [c.source.record_path for c, _ in finished]
     key = {task: [_item_json(i) for i in items] for task, items in by_task.items()}
     writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},
                 lambda: render_items_index(experiment, by_task, totals))
@@ -721,10 +700,10 @@ def build_site(root: Path, out: Optional[Path] = None, *, compare: Optional[str]
         inputs = [p for r in [*experiment.tables, *experiment.analyses, *experiment.figures]
                   for p in (r.path, *r.siblings, r.path.with_suffix(".md"))]
         if compare:
-            inputs += [paper_csv, *(c.path / CELL_FILE for c in experiment.cells)]
+            inputs += [paper_csv, *(c.source.record_path for c in experiment.cells)]
         key = {"experiment": experiment.name, "folder": str(experiment.folder), "items": has_items,
                "compare": compare, "product": experiment.product.name if experiment.product else None,
-               "cells": [(c.rel, c.status, (c.record or {}).get("scores"), c.spec.get("task"))
+               "cells": [(c.rel, c.status, c.scores if c.record is not None else None, c.task or None)
                          for c in experiment.cells],
                "files": [str(r.path) for r in [*experiment.tables, *experiment.analyses, *experiment.figures]]}
         writer.text(experiment.page, inputs, key,

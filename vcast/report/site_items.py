@@ -9,7 +9,7 @@ frames the model read and, where the cells recorded them, the kept tokens over t
   cell's ``include_paths``; a task that cannot be loaded shows no frames, and says why), read as
   the plugin reads it
   (:func:`vcast.eval.video.read_qwen_video` / :func:`~vcast.eval.video.read_llava_video`).
-* Kept tokens: a cell's ``kept/rank*.jsonl`` (:func:`vcast.kept_records.read_records`): one image
+* Kept tokens: a cell's ``kept/rank*.jsonl`` (:meth:`vcast.results.tree.Cell.kept`): one image
   per method, the step frames with the dropped tokens dimmed (:func:`vcast.viz.record_frames`),
   and the per-step budget curve.
 """
@@ -25,8 +25,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from vcast.atomic_files import atomic_write_bytes
-from vcast.report.per_sample import SAMPLES_NAME, doc_order, read_items, sample_prompt, sample_reply
-from vcast.report.scoring import MalformedCell, TaskScoring, read_samples
+from vcast.report.per_sample import doc_order, read_items, sample_prompt, sample_reply
+from vcast.report.scoring import MalformedCell, TaskScoring
+from vcast.results.record import CellRecord
+from vcast.results.tree import Cell, CellFileError
+from vcast.sweep.cell import CellSpec
 from vcast.report.task_docs import item_visuals, load_task
 from vcast.viz import default_steps, record_frames
 
@@ -42,15 +45,31 @@ GAP = 2               # pixels between tiles
 class SiteCell:
     """One cell of an experiment as the site shows it."""
 
-    path: Path                        # the cell folder
+    source: Cell                      # the cell as the results tree reads it
     rel: str                          # relative to its experiment folder, '/'-separated
     status: str                       # vcast.sweep.status.cell_status
     state: str                        # done | partial | failed | missing | running
-    record: Optional[dict[str, Any]]  # cell.json, None when there is none
+    record: Optional[CellRecord]      # None when it has none (planned, running) or it is unreadable
 
     @property
-    def spec(self) -> dict[str, Any]:
-        return (self.record or {}).get("spec") or {}
+    def path(self) -> Path:
+        return self.source.path
+
+    @property
+    def spec(self) -> Optional[CellSpec]:
+        return self.record.spec if self.record is not None else None
+
+    @property
+    def task(self) -> str:
+        return self.spec.task if self.spec is not None else ""
+
+    @property
+    def frames(self) -> Optional[int]:
+        return self.spec.frames if self.spec is not None else None
+
+    @property
+    def scores(self) -> dict[str, dict[str, float]]:
+        return dict(self.record.scores) if self.record is not None else {}
 
     @property
     def finished(self) -> bool:
@@ -91,28 +110,25 @@ def read_answers(cells: Sequence[tuple[SiteCell, str]], scorings: dict[str, Task
     items: dict[tuple[str, str, str], Item] = {}
     problems: list[str] = []
     for cell, label in cells:
-        spec = cell.spec
-        task = str(spec.get("task", ""))
+        task = cell.task
         try:
             if task not in scorings:
                 raise MalformedCell(f"task {task!r} has no config in configs/task")
-            paths = [cell.path / name for name in (cell.record or {}).get("samples_files") or []]
-            if not paths:
+            samples = cell.source.samples()
+            if not samples:
                 raise MalformedCell("no samples files (lmms-eval ran without --log_samples?)")
-            parsed = read_items(paths, scorings[task])
+            parsed = read_items(samples, scorings[task])
             verdict = {(row.lmms_task, row.doc_id): (row.answer, bool(row.correct))
                        for row in parsed.itertuples(index=False)}
-            for path in sorted(paths):
-                match = SAMPLES_NAME.search(path.name)
-                lmms_task = match.group("task") if match else path.stem
-                for record in read_samples([path]):
+            for lmms_task, records in sorted(samples.items()):
+                for record in records:
                     doc_id = str(record.get("doc_id"))
                     item = items.setdefault((task, lmms_task, doc_id), Item(task, lmms_task, doc_id))
                     item.question = item.question or sample_prompt(record)
                     item.target = item.target or str(record.get("target", "") or "")
                     answer, correct = verdict.get((lmms_task, doc_id), ("", None))
                     item.answers.append(Answer(cell.rel, label, answer, sample_reply(record), correct))
-        except (MalformedCell, OSError, KeyError, TypeError, ValueError) as error:
+        except (MalformedCell, CellFileError, OSError, KeyError, TypeError, ValueError) as error:
             problems.append(f"{cell.rel}: answers not read: {error}")
             logger.warning("item browser skips %s: %s", cell.rel, error)
     by_task: dict[str, list[Item]] = {}

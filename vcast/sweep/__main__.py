@@ -214,14 +214,14 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         console = sys.stderr if sys.stderr.isatty() else None  # lmms-eval's progress bars, when someone watches
         record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched),
                           console=console, resume=bool(cfg.get("resume", True)))
-    if cfg.logger == "wandb" and record.get("status") in ("ok", "failed", "oom"):
+    if cfg.logger == "wandb" and record.status in ("ok", "failed", "oom"):
         from vcast.sweep.wandb_log import log_cell
 
         wandb_cfg = OmegaConf.to_container(cfg.wandb, resolve=True)
         log_cell(record, project=wandb_cfg["project"], mode=wandb_cfg["mode"], entity=wandb_cfg.get("entity"),
                  directory=results_root / experiment / "wandb")
-    logger.info("%s: %s", spec.name, record["status"])
-    return _report({"cell": spec.name, "status": record["status"], "error": record.get("error", "")})
+    logger.info("%s: %s", spec.name, record.status)
+    return _report({"cell": spec.name, "status": record.status, "error": record.error or ""})
 
 
 def _report(outcome: dict[str, Any]) -> dict[str, Any]:

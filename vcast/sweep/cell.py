@@ -3,20 +3,20 @@
 ``results/<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/`` (``<experiment>-clean/...``
 under ``profile=clean``) holds lmms-eval's output
 (``lmms_eval/``), the per-call efficiency records (``efficiency/``), the run log (``run.log``),
-``cell.json`` (status, scores, efficiency, error) and, only when the cell is complete, ``DONE``.
+``cell.json`` (status, scores, efficiency, error) and, only when the cell is complete, ``DONE``
+(:mod:`vcast.results.layout`; the record: :mod:`vcast.results.record`; read through
+:mod:`vcast.results.tree`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
-DONE_FILE = "DONE"
 REPRODUCE = "reproduce"
-CELL_FILE = "cell.json"
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,11 @@ NOT_IDENTITY = ("experiment", "model", "task", "processes", "include_paths")
 NOT_IDENTITY_MODEL_ARGS = ("record_kept",)
 
 
-def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
-    """The fields of ``spec`` that differ from a finished cell's recorded spec (``cell.json``
+def identity_mismatch(recorded: CellSpec, spec: CellSpec) -> list[str]:
+    """The fields of ``spec`` that differ from a finished cell's recorded spec (its record's
     ``spec``), as ``"name: recorded -> requested"``; empty when the cell answers this request.
 
-    A field the record lacks (a cell from an older vcast) counts as its default then (``variant``
+    A field the record lacks (a cell from an older vcast) was read as its default (``variant``
     ``"paper"``, ``profile`` ``"reproduce"``). The model arguments of
     :data:`NOT_IDENTITY_MODEL_ARGS` (``record_kept``) are left out of ``model_args``.
     """
@@ -77,9 +77,7 @@ def identity_mismatch(recorded: dict[str, Any], spec: CellSpec) -> list[str]:
     for item in fields(CellSpec):
         if item.name in NOT_IDENTITY:
             continue
-        default = item.default if item.default is not MISSING else (
-            item.default_factory() if item.default_factory is not MISSING else None)  # type: ignore[misc]
-        before, now = recorded.get(item.name, default), getattr(spec, item.name)
+        before, now = getattr(recorded, item.name), getattr(spec, item.name)
         if item.name == "model_args":
             before, now = _identity_args(before), _identity_args(now)
         if _normalised(before) != _normalised(now):
@@ -141,29 +139,3 @@ def read_json(path: Path) -> Optional[Any]:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def read_cell(cell_dir: Path) -> Optional[dict[str, Any]]:
-    """``cell.json`` of ``cell_dir``, or None when there is none (or it is unreadable)."""
-    return read_json(cell_dir / CELL_FILE)
-
-
-def why_incomplete(cell_dir: Path, record: Optional[dict[str, Any]] = None) -> Optional[str]:
-    """Why ``cell_dir`` is not a finished cell, or None when it is (the done marker,
-    ``status == "ok"`` and its results file all present). ``record``: its ``cell.json`` if read."""
-    if not (cell_dir / DONE_FILE).is_file():
-        return f"no {DONE_FILE} marker"
-    record = record if record is not None else read_cell(cell_dir)
-    if record is None:
-        return f"{CELL_FILE} missing or unreadable"
-    if record.get("status") != "ok":
-        return f"status {record.get('status')!r}"
-    results = record.get("results_file")
-    if not results or not (cell_dir / results).is_file():
-        return f"results file {results!r} is missing"
-    return None
-
-
-def is_complete(cell_dir: Path) -> bool:
-    """A finished cell: the done marker, ``status == "ok"`` and its results file all present."""
-    return why_incomplete(cell_dir) is None

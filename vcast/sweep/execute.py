@@ -36,21 +36,20 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from vcast.atomic_files import atomic_write_json, swap_in_dir
-from vcast.eval.efficiency import read_records, record_items, summarize
+from vcast.eval.efficiency import record_items, summarize
 from vcast.eval.missing_visuals import read_missing
 from vcast.eval.resume import read_attempts, set_aside
 from vcast.eval.run import SUMMARY_FILE
-from vcast.sweep.cell import (CELL_FILE, DONE_FILE, CellSpec, cell_identity, identity_digest, identity_mismatch,
-                              is_complete, read_cell, read_json)
+from vcast.results.layout import CACHE_DIR, EFFICIENCY_DIR, IDENTITY_FILE, LMMS_EVAL_DIR, RUN_LOG
+from vcast.results.record import AttemptEntry, CellEfficiency, CellRecord, MissingVisuals, clear_record, write_record
+from vcast.results.tree import Cell, lmms_eval_outputs, work_dir
+from vcast.results.typed_json import from_json
+from vcast.sweep.cell import CellSpec, cell_identity, identity_digest, identity_mismatch, read_json
 from vcast.sweep.progress_relay import ProgressRelay
 from vcast.sweep.warm_start import WARM_STARTS
 
 logger = logging.getLogger(__name__)
 
-WORK_SUFFIX = "staging-resumable"  # .<task>.staging-resumable: the working folder attempts share
-CACHE_DIR = "cache"
-EFFICIENCY_DIR = "efficiency"
-IDENTITY_FILE = "identity.json"
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 LOG_TAIL_CHARS = 4000
 PUMP_JOIN_S = 30.0  # after the child ends, how long its output may still take to drain
@@ -195,8 +194,8 @@ def lock_holder(cell_dir: Path) -> Optional[str]:
 
 def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]] = None,
              timeout_s: Optional[float] = None, rerun_mismatched: bool = False,
-             console: Optional[TextIO] = None, resume: bool = True) -> dict[str, Any]:
-    """Run ``spec`` unless it is finished; return its ``cell.json`` record (status ``ok``,
+             console: Optional[TextIO] = None, resume: bool = True) -> CellRecord:
+    """Run ``spec`` unless it is finished; return its record (status ``ok``,
     ``failed``, ``oom``, ``skipped`` when already finished with this very request, ``mismatch``
     when the finished cell answers another request (limit, params, variant, model args...; see
     :func:`vcast.sweep.cell.identity_mismatch`) and ``rerun_mismatched`` is off, or ``busy`` when
@@ -211,7 +210,7 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
     if not lock.acquire():
         holder = lock_holder(cell_dir) or "another job"
         logger.warning("%s: busy: %s is running this cell; not run twice", spec.name, holder)
-        return {"cell": spec.name, "status": "busy", "error": f"running in {holder}"}
+        return CellRecord(cell=spec.name, status="busy", spec=spec, error=f"running in {holder}")
     try:
         finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
         if finished is not None:
@@ -221,16 +220,18 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
         lock.release()
 
 
-def _finished_answer(spec: CellSpec, cell_dir: Path, rerun_mismatched: bool) -> Optional[dict[str, Any]]:
+def _finished_answer(spec: CellSpec, cell_dir: Path, rerun_mismatched: bool) -> Optional[CellRecord]:
     """The record to return without running: ``skipped`` when the finished cell answers exactly
     this request, ``mismatch`` when it answers another (unless ``rerun_mismatched``); None to run."""
-    if not is_complete(cell_dir):
+    cell = Cell(cell_dir)
+    if not cell.is_complete:
         return None
-    record = read_cell(cell_dir) or {}
-    differences = identity_mismatch(record.get("spec") or {}, spec)
+    record = cell.record
+    assert record is not None  # a complete cell has one
+    differences = identity_mismatch(record.spec, spec)
     if not differences:
         logger.info("%s: already finished, skipped", spec.name)
-        return {**record, "status": "skipped"}
+        return record.with_status("skipped")
     if rerun_mismatched:
         logger.warning("%s: the finished cell answers another request (%s); running it again over it",
                        spec.name, "; ".join(differences))
@@ -238,24 +239,20 @@ def _finished_answer(spec: CellSpec, cell_dir: Path, rerun_mismatched: bool) -> 
     error = (f"a finished cell answers another request ({'; '.join(differences)}); not reused. Run with "
              "rerun_mismatched=true to replace it, or another results_root / experiment to keep both")
     logger.error("%s: %s", spec.name, error)
-    return {"cell": spec.name, "status": "mismatch", "error": error, "spec": spec.as_dict()}
+    return CellRecord(cell=spec.name, status="mismatch", spec=spec, error=error)
 
 
-def record_failure(spec: CellSpec, results_root: Path, error: str) -> dict[str, Any]:
+def record_failure(spec: CellSpec, results_root: Path, error: str) -> CellRecord:
     """Record a cell that cannot start (e.g. its method is not implemented) without running it."""
-    cell_dir = Path(results_root) / spec.relative_dir
-    if is_complete(cell_dir):
-        return {**(read_cell(cell_dir) or {}), "status": "skipped"}
-    record = {"cell": spec.name, "status": "failed", "attempt": 0, "spec": spec.as_dict(), "error": error,
-              "host": socket.gethostname(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    atomic_write_json(cell_dir / CELL_FILE, record)
+    cell = Cell(Path(results_root) / spec.relative_dir)
+    if cell.is_complete:
+        assert cell.record is not None
+        return cell.record.with_status("skipped")
+    record = CellRecord(cell=spec.name, status="failed", attempt=0, spec=spec, error=error,
+                        host=socket.gethostname(), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    write_record(cell.path, record)
     logger.error("%s: not run: %s", spec.name, error)
     return record
-
-
-def work_dir(cell_dir: Path) -> Path:
-    """The working folder of ``cell_dir``'s attempts (hidden beside it until swapped in)."""
-    return cell_dir.parent / f".{cell_dir.name}.{WORK_SUFFIX}"
 
 
 def _set_aside(path: Path, cell_dir: Path, why: str) -> Path:
@@ -275,7 +272,7 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
                 shutil.rmtree(stale, ignore_errors=True)
     work = work_dir(cell_dir)
     notes = []
-    if not work.exists() and cell_dir.exists() and not is_complete(cell_dir):
+    if not work.exists() and cell_dir.exists() and not Cell(cell_dir).is_complete:
         os.replace(cell_dir, work)  # a failed attempt's folder: its answers are reused
     if work.exists() and not resume:
         notes.append(f"resume=false: earlier partial work set aside as {_set_aside(work, cell_dir, 'resume=false')}")
@@ -285,9 +282,8 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
         why = f"its response cache answers another request ({', '.join(changed)} differ)"
         notes.append(f"{why}: set aside as {_set_aside(work, cell_dir, why)}")
     # An earlier attempt's outputs and verdict: this attempt writes its own (its answers are cached).
-    shutil.rmtree(work / "lmms_eval", ignore_errors=True)
-    for name in (CELL_FILE, DONE_FILE):
-        (work / name).unlink(missing_ok=True)
+    shutil.rmtree(work / LMMS_EVAL_DIR, ignore_errors=True)
+    clear_record(work)
     (work / CACHE_DIR).mkdir(parents=True, exist_ok=True)
     atomic_write_json(work / CACHE_DIR / IDENTITY_FILE, identity)
     return work, notes
@@ -300,59 +296,57 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
     attempt = len(read_attempts(work / CACHE_DIR)) + 1
     command, extra_env = eval_command(spec, work, identity=identity_digest(identity))
     run_env = {**(os.environ if env is None else env), **extra_env}
-    record: dict[str, Any] = {
-        "cell": spec.name, "status": "running", "attempt": attempt, "spec": spec.as_dict(),
-        "command": command, "host": socket.gethostname(), "slurm_job_id": _slurm_job_id(), "versions": _versions(),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    if notes:
-        record["set_aside"] = notes
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     logger.info("%s: running (attempt %d): %s", spec.name, attempt, " ".join(command))
     start = time.perf_counter()
     relay = ProgressRelay(console, prefix=f"{spec.name}: ")
-    header = f"=== {spec.name}: attempt {attempt}, {record['started_at']} ===\n"
-    returncode, error, warm = _run_subprocess(command, work / "run.log", run_env, timeout_s, relay, header=header,
+    header = f"=== {spec.name}: attempt {attempt}, {started_at} ===\n"
+    returncode, error, warm = _run_subprocess(command, work / RUN_LOG, run_env, timeout_s, relay, header=header,
                                               may_start_warm=env is None and not extra_env)
-    record["warm_start"] = warm
-    record["duration_s"] = time.perf_counter() - start
-    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    record["returncode"] = returncode
-    log_tail = _tail(work / "run.log")
+    duration_s = time.perf_counter() - start
+    finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    log_tail = _tail(work / RUN_LOG)
+    outputs: dict[str, Any] = {}
     if returncode == 0 and error is None:
         try:
-            record.update(_collect(work))
-            record["status"] = "ok"
+            outputs = _collect(work)
         except (OSError, ValueError, KeyError) as collect_error:
             error = f"lmms-eval finished but its outputs are incomplete: {collect_error}"
-    if record["status"] != "ok":
-        record["status"] = failure_status(log_tail)
+    status, failure = "ok", {}
+    if not outputs:
+        status = failure_status(log_tail)
         cause = failure_cause(log_tail)
-        record["error"] = (error or f"lmms-eval exited with code {returncode}") + (f": {cause}" if cause else "")
-        record["log_tail"] = log_tail
-    record.update(attempts_record(work))
-    atomic_write_json(work / CELL_FILE, record)
-    if record["status"] == "ok":
-        (work / DONE_FILE).write_text(record["finished_at"] + "\n")
+        failure = {"error": (error or f"lmms-eval exited with code {returncode}") + (f": {cause}" if cause else ""),
+                   "log_tail": log_tail}
+    attempts, items_by_attempt = attempts_record(work)
+    record = CellRecord(
+        cell=spec.name, status=status, spec=spec, attempt=attempt, command=command, host=socket.gethostname(),
+        slurm_job_id=_slurm_job_id(), versions=_versions(), started_at=started_at, finished_at=finished_at,
+        duration_s=duration_s, returncode=returncode, warm_start=warm, set_aside=notes, attempts=attempts,
+        items_by_attempt=items_by_attempt, **outputs, **failure)
+    write_record(work, record)
     swap_in_dir(work, cell_dir)
-    level = logging.INFO if record["status"] == "ok" else logging.ERROR
-    logger.log(level, "%s: %s in %.1f s%s", spec.name, record["status"], record["duration_s"],
-               "" if record["status"] == "ok" else f" ({record['error']}; log: {cell_dir / 'run.log'})")
+    level = logging.INFO if record.status == "ok" else logging.ERROR
+    logger.log(level, "%s: %s in %.1f s%s", spec.name, record.status, duration_s,
+               "" if record.status == "ok" else f" ({record.error}; log: {cell_dir / RUN_LOG})")
     return record
 
 
-def attempts_record(work: Path) -> dict[str, Any]:
-    """``cell.json``'s account of the attempts: ``attempts`` (each one's start, host, job, answers
+def attempts_record(work: Path) -> tuple[list[AttemptEntry], dict[str, dict[str, list[int]]]]:
+    """The record's account of the attempts: ``attempts`` (each one's start, host, job, answers
     it found and items it computed) and ``items_by_attempt``
     (``{attempt: {task: [doc ids]}}``, from the efficiency records, each item under the last
     attempt that computed it, the one whose answer the cell reports)."""
     attempts = read_attempts(work / CACHE_DIR)
-    owner = item_attempts(read_records(work / EFFICIENCY_DIR))
+    owner = item_attempts(Cell(work).efficiency())
     by_attempt: dict[str, dict[str, list[int]]] = {}
     for (task, doc_id), number in sorted(owner.items(), key=lambda item: (str(item[1]), item[0])):
         by_attempt.setdefault(str(number), {}).setdefault(task, []).append(doc_id)
     counts = {str(number): sum(len(docs) for docs in tasks.values()) for number, tasks in by_attempt.items()}
-    listed = [{**entry, "computed": counts.get(str(entry.get("attempt")), 0)} for entry in attempts]
-    return {"attempts": listed, "items_by_attempt": by_attempt}
+    listed = [from_json(AttemptEntry, {**entry, "computed": counts.get(str(entry.get("attempt")), 0)},
+                        f"{CACHE_DIR}/attempts.jsonl")
+              for entry in attempts]
+    return listed, by_attempt
 
 
 def _run_subprocess(command: list[str], log_path: Path, env: Optional[dict[str, str]],
@@ -447,7 +441,7 @@ def item_attempts(records: list[dict[str, Any]]) -> dict[tuple[str, int], Option
 
 def _collect(staging: Path) -> dict[str, Any]:
     """Scores from lmms-eval's results file, efficiency from the records and the run summary."""
-    results_files = sorted((staging / "lmms_eval").rglob("*_results.json"))
+    results_files, samples_files = lmms_eval_outputs(staging)
     if len(results_files) != 1:
         raise ValueError(f"expected one *_results.json under lmms_eval/, found {len(results_files)}")
     results = json.loads(results_files[0].read_text(encoding="utf-8"))
@@ -456,15 +450,15 @@ def _collect(staging: Path) -> dict[str, Any]:
                if key.endswith(",none") and "_stderr" not in key and isinstance(value, (int, float))}
         for task, metrics in results.get("results", {}).items()
     }
-    summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
-    samples = sorted(str(p.relative_to(staging)) for p in (staging / "lmms_eval").rglob("*_samples_*.jsonl"))
+    summary = json.loads((staging / LMMS_EVAL_DIR / SUMMARY_FILE).read_text(encoding="utf-8"))
+    samples = [str(path.relative_to(staging)) for path in samples_files]
     missing = read_missing(staging / "efficiency")
     items = sum(int(n.get("effective", n.get("original", 0))) if isinstance(n, dict) else int(n)
                 for n in results.get("n-samples", {}).values())
     if missing and len(missing) >= items:
         raise ValueError(f"every item's video was unreadable ({len(missing)}; first: {missing[0]['error']})")
     return {
-        "missing_visuals": {"count": len(missing), "items": missing},
+        "missing_visuals": MissingVisuals(count=len(missing), items=missing),
         "results_file": str(results_files[0].relative_to(staging)),
         "samples_files": samples,
         "scores": scores,
@@ -474,19 +468,19 @@ def _collect(staging: Path) -> dict[str, Any]:
     }
 
 
-def _efficiency(staging: Path) -> dict[str, Any]:
+def _efficiency(staging: Path) -> CellEfficiency:
     """The cell's efficiency summary over every attempt's records, each item counted once, from
     the last attempt that computed it (its answer is the one reported). The wall time and the
     throughput are the finishing attempt's only when it computed every item; a cell finished over
     several attempts has no wall time of one evaluation (None; ``resumed_over`` says how many)."""
-    records = read_records(staging / EFFICIENCY_DIR)
+    records = Cell(staging).efficiency()
     computing = {r.get("attempt") for r in records}
-    summary = json.loads((staging / "lmms_eval" / SUMMARY_FILE).read_text(encoding="utf-8"))
+    summary = json.loads((staging / LMMS_EVAL_DIR / SUMMARY_FILE).read_text(encoding="utf-8"))
     wall = summary["wall_s"] if len(computing) <= 1 and summary.get("attempt") in computing else None
     out = summarize(latest_first(records), wall)
     if wall is None and records:
         out["resumed_over"] = len(computing)
-    return out
+    return from_json(CellEfficiency, out, "efficiency summary")
 
 
 def _tail(path: Path) -> str:

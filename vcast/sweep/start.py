@@ -87,7 +87,8 @@ def job_action(job: GridJob, results_root: Path, problem: Optional[str] = None) 
     ``refuse (mismatch: ...)``, ``cannot run: <problem>`` (the cell's pre-flight ``problem``, from
     :func:`grid_problems`, e.g. an in-LLM method on a hybrid-attention model; its job records why
     without running) or ``invalid: ...``."""
-    from vcast.sweep.cell import identity_mismatch, is_complete, read_cell
+    from vcast.results.tree import Cell
+    from vcast.sweep.cell import identity_mismatch
     from vcast.sweep.execute import lock_holder
 
     if job.spec is None:
@@ -98,9 +99,10 @@ def job_action(job: GridJob, results_root: Path, problem: Optional[str] = None) 
     holder = lock_holder(cell_dir)
     if holder is not None:
         return f"busy (running in {holder})"
-    if not is_complete(cell_dir):
+    cell = Cell(cell_dir)
+    if not cell.is_complete or cell.record is None:
         return "run"
-    differences = identity_mismatch((read_cell(cell_dir) or {}).get("spec") or {}, job.spec)
+    differences = identity_mismatch(cell.record.spec, job.spec)
     return f"refuse (mismatch: {'; '.join(differences)})" if differences else "skip (finished)"
 
 

@@ -25,8 +25,9 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
 
 from vcast.closed_pipe import run_command  # noqa: E402
 from vcast.eval.resume import cell_progress  # noqa: E402
-from vcast.sweep.cell import CELL_FILE, is_complete, read_cell  # noqa: E402
-from vcast.sweep.execute import CACHE_DIR, EFFICIENCY_DIR, lock_holder, work_dir  # noqa: E402
+from vcast.results.record import CellRecord  # noqa: E402
+from vcast.results.tree import Cell, ResultsTree  # noqa: E402
+from vcast.sweep.execute import lock_holder  # noqa: E402
 from vcast.sweep.progress import PROGRESS_FILE  # noqa: E402
 
 COLUMNS = ("cell", "status", "score", "prefill_s", "generation_s", "total_s", "peak_mb", "items_per_s",
@@ -51,64 +52,67 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _staged(cell_dir: Path) -> bool:
-    return any(cell_dir.parent.glob(f".{cell_dir.name}.staging-*"))
-
-
-def _record_status(cell_dir: Path, record: dict[str, Any]) -> str:
-    status = record.get("status", "unreadable")
-    if status == "ok" and not is_complete(cell_dir):
+def _record_status(cell: Cell, record: CellRecord) -> str:
+    status = record.status
+    if status == "ok" and not cell.is_complete:
         status = "incomplete"
-    limit = (record.get("spec") or {}).get("limit")
+    limit = record.spec.limit
     if status == "ok" and limit is not None:
         status = f"partial (limit {limit:g})"  # a smoke run, not a full result
-    missing = (record.get("missing_visuals") or {}).get("count")
-    if status != "unreadable" and missing:
+    missing = record.missing_visuals.count
+    if missing:
         status += f", {missing} missing video(s)"
     return status
 
 
-def answered_note(cell_dir: Path) -> str:
+def answered_note(cell: Cell) -> str:
     """``" (answered/total answered, attempt n)"`` of a running or interrupted resumable cell, from
     its working folder's response cache (``total`` is ``?`` until the attempt has counted its
     items); empty when it has none."""
-    work = work_dir(cell_dir)
-    found = cell_progress(work / CACHE_DIR, work / EFFICIENCY_DIR)
+    found = cell_progress(cell.work_cache, cell.work_efficiency)
     if found is None:
         return ""
     done, total, attempts = found
     return f" ({done}/{'?' if total is None else total} answered, attempt {attempts})"
 
 
-def cell_status(cell_dir: Path) -> str:
-    """The status of the cell at ``cell_dir`` (see the module docstring); ``pending`` when
-    nothing of it exists."""
-    if lock_holder(cell_dir) is not None:
-        return "running" + answered_note(cell_dir)
-    record = read_cell(cell_dir)
-    if _staged(cell_dir) and not is_complete(cell_dir):
-        return "interrupted" + answered_note(cell_dir)  # the next attempt resumes from its answered items
+def cell_status(cell: Cell) -> str:
+    """The status of ``cell`` (see the module docstring); ``pending`` when nothing of it exists."""
+    if lock_holder(cell.path) is not None:
+        return "running" + answered_note(cell)
+    if cell.staged and not cell.is_complete:
+        return "interrupted" + answered_note(cell)  # the next attempt resumes from its answered items
+    try:
+        record = cell.record
+    except ValueError:
+        return "unreadable"
     if record is None:
-        return "pending" if not cell_dir.exists() else "unreadable"
-    return _record_status(cell_dir, record)
+        return "pending" if not cell.path.exists() else "unreadable"
+    return _record_status(cell, record)
 
 
-def _row(root: Path, cell_dir: Path) -> tuple[str, ...]:
-    record = read_cell(cell_dir) or {}
-    efficiency = record.get("efficiency") or {}
-    kept, total = efficiency.get("mean_video_tokens_kept"), efficiency.get("mean_video_tokens_total")
+def _readable(cell: Cell) -> Optional[CellRecord]:
+    """The cell's record, or None when it has none or it cannot be read (its status says so)."""
+    try:
+        return cell.record
+    except ValueError:
+        return None
+
+
+def _row(cell: Cell) -> tuple[str, ...]:
+    record = _readable(cell)
+    efficiency = record.efficiency if record is not None else None
+    kept = efficiency.mean_video_tokens_kept if efficiency is not None else None
+    total = efficiency.mean_video_tokens_total if efficiency is not None else None
     return (
-        str(cell_dir.relative_to(root)), cell_status(cell_dir), _fmt(_first_score(record.get("scores") or {}), 4),
-        _fmt(efficiency.get("prefill_latency_s")), _fmt(efficiency.get("generation_latency_s")),
-        _fmt(efficiency.get("total_latency_s")), _fmt(efficiency.get("peak_memory_mb"), 5),
-        _fmt(efficiency.get("throughput_items_per_s")),
+        cell.rel, cell_status(cell), _fmt(_first_score(record.scores if record is not None else {}), 4),
+        _fmt(efficiency.prefill_latency_s if efficiency else None),
+        _fmt(efficiency.generation_latency_s if efficiency else None),
+        _fmt(efficiency.total_latency_s if efficiency else None),
+        _fmt(efficiency.peak_memory_mb if efficiency else None, 5),
+        _fmt(efficiency.throughput_items_per_s if efficiency else None),
         "-" if kept is None else f"{kept:.0f}/{total:.0f}",
     )
-
-
-def _visible(root: Path, path: Path) -> bool:
-    """Not inside a hidden folder (``.hydra``, a staging folder of a running or killed attempt)."""
-    return not any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
 def _under(root: Path, cells: Sequence[str]) -> list[str]:
@@ -140,20 +144,15 @@ def grid_cells(root: Path, words: Sequence[str]) -> list[str]:
     return _under(root, [job.spec.name for job in command_line_grid(words) if job.spec is not None])
 
 
-def cell_dirs(root: Path, extra: Sequence[str] = ()) -> list[Path]:
-    """Every cell under ``root``: those with a ``cell.json``, those with only a staging folder,
-    and the ``extra`` relative paths (planned cells), sorted and without repeats."""
-    found = {f.parent for f in root.rglob(CELL_FILE) if _visible(root, f.parent)}
-    for staging in root.rglob(".*.staging-*"):
-        if staging.is_dir() and _visible(root, staging.parent):
-            found.add(staging.parent / staging.name[1:].split(".staging-")[0])
-    found.update(root / name for name in extra)
-    return sorted(found)
+def tree_cells(root: Path, extra: Sequence[str] = ()) -> list[Cell]:
+    """Every cell under ``root``: those with a record, those with only a working folder, and the
+    ``extra`` relative paths (planned cells), sorted and without repeats."""
+    return ResultsTree(root).cells(staged=True, extra=extra)
 
 
 def cell_rows(root: Path, extra: Sequence[str] = ()) -> list[tuple[str, ...]]:
     """One row per cell under ``root`` (sorted by path), planned cells included."""
-    return [_row(root, cell_dir) for cell_dir in cell_dirs(root, extra)]
+    return [_row(cell) for cell in tree_cells(root, extra)]
 
 
 def format_table(rows: list[tuple[str, ...]]) -> str:
@@ -174,8 +173,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.root.is_dir():
         parser.error(f"no such folder: {args.root.resolve()} (give the results folder, e.g. results/demo; {NO_SWEEP_YET})")
     extra = planned_cells(args.root) + (grid_cells(args.root, args.grid) if args.grid else [])
-    dirs = cell_dirs(args.root, extra)
-    rows = [_row(args.root, cell_dir) for cell_dir in dirs]
+    cells = tree_cells(args.root, extra)
+    rows = [_row(cell) for cell in cells]
     if not rows:
         print(f"no cells under {args.root.resolve()}: {NO_SWEEP_YET}", file=sys.stderr)
         return 1
@@ -184,20 +183,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bad = sum(n for status, n in counts.items() if status not in (*GOOD, "running", "pending", "interrupted"))
     print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
           + ("" if not bad else f"; {bad} not ok (each one's log: <cell>/run.log)"))
-    causes = failure_causes(args.root, dirs)
+    causes = failure_causes(cells)
     if causes:
         print("\nwhy:\n" + "\n".join(causes))
     return 0
 
 
-def failure_causes(root: Path, dirs: Sequence[Path]) -> list[str]:
-    """``<cell>: <status>: <error>`` for each cell of ``dirs`` whose record holds an error (failed,
-    oom, refused by pre-flight): the cause, where the table has room only for the status."""
+def failure_causes(cells: Sequence[Cell]) -> list[str]:
+    """``<cell>: <status>: <error>`` for each of ``cells`` whose record holds an error (failed,
+    oom, refused by pre-flight), or that cannot be read: the cause, where the table has room only
+    for the status."""
     lines = []
-    for cell_dir in dirs:
-        record = read_cell(cell_dir) or {}
-        if record.get("error") and not is_complete(cell_dir):
-            lines.append(f"{cell_dir.relative_to(root)}: {record.get('status')}: {record['error']}")
+    for cell in cells:
+        try:
+            record = cell.record
+        except ValueError as error:
+            lines.append(f"{cell.rel}: unreadable: {error}")
+            continue
+        if record is not None and record.error and not cell.is_complete:
+            lines.append(f"{cell.rel}: {record.status}: {record.error}")
     return lines
 
 
