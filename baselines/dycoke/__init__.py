@@ -53,14 +53,10 @@ Variants (``variant=``; ``k=None`` is resolved per variant):
   its own place (the port slices the MRoPE ids, so positions are preserved); no ``tokens``. Its
   env knob ``DYCOKE_NUM_TOKENS_PER_FRAME`` is not a parameter (P comes from ``frames``).
 
-Measured agreement with the released codes loaded at run time on CPU
-(a comparison outside the project, docs/fidelity.md; random, nearly static, slowly
-drifting, tied and repeated-vector videos, T = 1..40, P = 1..196, K / r varied): official
-(the LLM's token sequence) fp32 268/268, bf16 260/260 exact (plus 32 / 40 cases with T <= 4 where
-the release raises; there ours equals the VidCom2 port's sequence in all); vidcom2_qwen (kept
-indices) fp32 300/300, bf16 300/300 exact. For context, the paper variant's kept set equals the
-release's in 159/268 fp32 and 122/260 bf16 of those cases (same K), and on bf16 inputs the
-release's bf16 arithmetic picks another kept set than float32 arithmetic in 53/133 such cases.
+Compared with the released codes loaded at run time on CPU (a comparison outside the project;
+official on the LLM's token sequence, vidcom2_qwen on the kept indices; where the release raises,
+T <= 4, official against the VidCom2 port's sequence). Measured agreement with the releases:
+docs/fidelity.md, section "DyCoke".
 
 Budget (DyCoke defines its own count; it is NOT ``floor(r * T * P)``): the anchor frames stay
 whole, so the paper variant keeps ``A * P + (T - A) * n`` tokens, where the ``A`` whole frames are

@@ -22,14 +22,13 @@ eager kernel yields as a float32 softmax rounded to the model's dtype (``LLMPlan
 eager kernel does; the FastV fork's LLaMA divides by ``sqrt(head_dim)``: the same bf16 logits,
 a last-bit difference now and then in float32); the ``topk(count)`` tie order. Measured against
 the release's own ranking lines (exec'd at run time from the extracted file) on the eager
-weights of random Qwen2 / Qwen3-VL layers, 120 cases per dtype (T, N, ratios, exact halves,
-near-static tokens, GQA or not; scratch ``fastv/compare.py``): kept sets fp32 120/120 and bf16
-120/120 exact, with ``scores="rows"`` and with ``scores="eager"``; ``paper`` on the same cases
-100/120 (fp32: the 20 halves) and 93/120 (bf16). Our rows equal the eager bf16 weights bit for
-bit on CPU; in float32 the one-row product differs from the kernel's ``S x S`` one in the last
-bits (0/120 bit-equal rows, kept sets still 120/120); on a GPU the one-row bf16 GEMM may round
-differently too (not measured, :mod:`vcast.models.attention_rows`). ``scores="eager"`` reads the
-kernel's weights (model loaded with ``attn_implementation="eager"``) and is exact on any device.
+weights of random layers, with ``scores="rows"`` and with ``scores="eager"`` (a comparison outside
+the project). Measured agreement with the release: docs/fidelity.md, section "FastV". Our rows
+equal the eager bf16 weights bit for bit on CPU; in float32 the one-row product differs from the
+kernel's ``S x S`` one in the last bits (the measured kept sets were still the same); on a GPU
+the one-row bf16 GEMM may round differently too (not measured, :mod:`vcast.models.attention_rows`).
+``scores="eager"`` reads the kernel's weights (model loaded with ``attn_implementation="eager"``)
+and is exact on any device.
 
 ``"vidcom2_qwen"`` (:mod:`baselines.fastv.vidcom2_qwen`): the VidCom2 ``qwen``-branch port used for
 the paper's Qwen3-VL FastV row (xuyang-liu16/VidCom2, commit e19a4bd,
@@ -40,10 +39,10 @@ see everything. Scores: the eager weights of layer 2
 (``[H, S, S]``, every query row), head mean then the mean over **all query rows** (a column mean
 of the causal attention), both in the model's dtype; keep ``max(1, int(N_v * keep))`` by
 ``topk(largest=True)``; kept tokens stay at their original positions (MRoPE ids, cos/sin,
-``cache_position`` sliced: what our engine does). The ranking (column mean, count, ``topk``)
-measured like ``official`` against the port's lines exec'd at run time: fp32 120/120, bf16
-120/120 exact with ``scores="rows"`` and ``"eager"``. The port's whole forward was not run (it
-needs transformers 4.57.1; ours has 5.23): the two bugs below are reproduced from reading it.
+``cache_position`` sliced: what our engine does). The ranking (column mean, count, ``topk``) was
+measured like ``official`` against the port's lines exec'd at run time (docs/fidelity.md,
+section "FastV"). The port's whole forward was not run (it needs transformers 4.57.1; ours has
+5.23): the two bugs below are reproduced from reading it.
 Its bugs, each decided:
 
 - DeepStack features added *before* layers 0..2 instead of after them: **reproduced**

@@ -61,18 +61,13 @@ Variants (``variant=``; parameters ``segment_threshold``, ``context_ratio``, ``b
   Defaults c = 8, tau = 0.84, ignore = 0.99, d = 0.5, p = 4, beta = 0.5. Positions: the salient
   tokens' and anchors' own indices (merged tokens at their anchor's slot), as the port slices.
 
-Measured agreement with the released code, loaded at run time on CPU
-(a comparison outside the project, docs/fidelity.md; exact = same kept positions and
-bit-equal tokens; cases where both raise count as agreeing): official llava_ov fp32 150/150,
-bf16 150/150 (118 / 115 with outputs); llava_video fp32 154/154, bf16 154/154 (including 64 x 169
-runs of the unmodified code); qwen2_5_vl fp32 150/150, bf16 150/150; vidcom2_qwen fp32 150/150,
-bf16 150/150; plus 4/4 per variant and dtype at the papers' shapes and defaults. At Qwen2.5-VL
-shapes (T = 8..32 temporal patches, P = 16..196, D = 64..3584, the ``eval.sh`` values): qwen2_5_vl
-fp32 110/110, bf16 110/110 (both raise in 3 / 1); the saliency 110/110 bit-equal per dtype, and
-50/50 per dtype as ``attach`` feeds it on random small Qwen2.5-VL models (the release's attention
-forward, window index and reordering run on the same forward's last block); the
-VidCom2 port's Qwen2.5-VL wrapper (``models/qwen2_5_vl.py``) against ``vidcom2_qwen`` 110/110 per
-dtype. Not bit-equal:
-the noise on GPU (the release draws from the CUDA generator; ours from a CPU generator), and
-``cdist``/``bmm``/``mm`` results may differ between CPU and GPU kernels.
+Compared with the released code loaded at run time on CPU (a comparison outside the project;
+exact = same kept positions and bit-equal tokens; cases where both raise count as agreeing), for
+every version and ``vidcom2_qwen``, and at Qwen2.5-VL shapes also the saliency (as ``attach``
+feeds it on random small Qwen2.5-VL models) and the VidCom2 port's Qwen2.5-VL wrapper
+(``models/qwen2_5_vl.py``) against ``vidcom2_qwen``. Measured agreement with the releases:
+docs/fidelity.md, section "FastVID", and at Qwen2.5-VL shapes section "Qwen2.5-VL: what each
+release runs there". Not bit-equal: the noise on GPU (the release draws from the CUDA generator;
+ours from a CPU generator), and ``cdist``/``bmm``/``mm`` results may differ between CPU and GPU
+kernels.
 """

@@ -32,8 +32,9 @@ assumes one video per call, ``grid_thw[0]``; per row is the same for one). FastV
 ``variant="official", version="qwen2_5_vl"`` declares that input and ranks by it; the adapters of
 other families do not compute it, and ``attach`` refuses the combination there, naming the family.
 
-Agreement: bit-equal to the release's attention forward and reordering on random last blocks
-(fp32 and bf16; a comparison outside the project, docs/fidelity.md).
+Compared with the release's attention forward and reordering on random last blocks (fp32 and
+bf16; a comparison outside the project). Measured agreement with the release: docs/fidelity.md,
+section "Qwen2.5-VL: what each release runs there".
 
 Registers nothing.
 """

@@ -42,8 +42,9 @@ float32 softmax rounded to that dtype; ``score_scale`` ``"multiply"`` by ``scali
 ``modeling_qwen3_vl.py`` L582-589). The rows themselves are computed by
 :mod:`vcast.models.attention_rows` (not this package): in bf16 the head mean has many exact ties,
 so the ``topk`` tie order decides real choices, and a GPU's one-row GEMM can round a logit
-differently from the release's kernel. The choice given the same rows: 300/300 fp32 and 300/300
-bf16 equal to the release's ``fastv_prune`` (a comparison outside the project, docs/fidelity.md).
+differently from the release's kernel. The choice given the same rows was compared with the
+release's ``fastv_prune`` (a comparison outside the project). Measured agreement with the
+release: docs/fidelity.md, section "FlashVID (in-LLM)".
 
 Meaning of ``r`` for ``flashvid``: the retention ratio of the official code. The pre-LLM step
 keeps about ``r * expansion`` of the video tokens, the drop keeps ``llm_retention`` of those, so

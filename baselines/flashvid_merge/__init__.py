@@ -26,19 +26,14 @@ mean for a 3-frame chain), single-frame segments cluster all ``P`` tokens, ``att
 not mask picked tokens, float budgets (``ceil`` of float products), DPC-kNN noise
 ``torch.rand * 1e-6`` drawn from ``torch.Generator().manual_seed(seed)`` (``seed = 0``). Output
 tokens in ``frames``' dtype. Measured against the release loaded at run time on CPU, one thread
-(a comparison outside the project, docs/fidelity.md; random, common-offset,
-nearly static, piecewise-static and quantised/duplicated-token videos, T = 1..32, P = 2..196,
-D = 4..64, r = 0.05..0.6, both selections, min_segment_num 4 / 8, plus 20 edge settings x 5
-videos: T = 1, P = 1 / 2, the float-artefact ratio 0.28 at P = 100, r = 0.8 / 0.9, alpha 0 / 0.3
-/ 1, thresholds -1 / 0 / 1, min_segment_num > T): kept indices and tokens bitwise equal in
-fp32 200/200 + 100/100 edge, bf16 200/200 + 100/100 edge (19 edge cases per dtype raise in both: a
-ValueError here), and 8/8 per dtype at full size (T = 32, P = 196; T = 16, P = 247). The one thing
+(a comparison outside the project; where the release raises, a ValueError here). Measured
+agreement with the release: docs/fidelity.md, section "FlashVID (vision side)". The one thing
 :class:`vcast.Selection` cannot hold: the release can put two outputs at one index (a single-frame
 segment's cluster centre on an ADTS token, which happens in nearly every single-frame segment;
 ``attn_div_v2`` picking a token twice). Here the last in the release's order is kept (the value its
 Qwen3-VL code writes into that slot); the release's sequence holds one more token there (the slot
 twice on Qwen3-VL, the other token beside it on LLaVA). The comparison applies the same rule to the
-release's output; about 40% of those random cases had at least one such index.
+release's output (how often such an index occurs: the same section).
 
 Defaults (official config and scripts, both variants): ``alpha = 0.7``, ``expansion = 1.25``,
 ``segment_threshold = 0.9``, ``temporal_threshold = 0.8``; the compressor's own defaults are the

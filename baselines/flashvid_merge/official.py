@@ -46,16 +46,12 @@ release's ``topk`` of ``L P - b L <= 0`` values; always for ``b > P``, for ``b =
 would merge; single-frame segments go through, as in the release); ``temporal_threshold >= 1``
 with spatio-temporal tokens (the release divides by zero).
 
-Agreement (a comparison outside the project, docs/fidelity.md, the release's
-``flashvid_compression`` loaded at run time, CPU, one thread): kept indices and token bits equal
-in fp32 200/200 random + 100/100 edge cases and bf16 200/200 + 100/100 (the same collision rule
-applied to the release's output; 19 edge cases per dtype raise in both), and 8/8 per dtype at
-full size (T = 32, P = 196 and T = 16, P = 247, D = 512..1536; ``compare_big.py`` there; 1-47
-collisions per video). With another seed the
-same comparison fails on most cases (the noise decides density ties), and ``variant="paper"``
-equals the release on none of them. On a GPU the reductions and GEMMs (cosines, ``cdist``, the
-one-hot sums) and ``argsort``'s order among equal indices are the device's: equal to the release
-on the same device and torch build, not to CPU (not measured: CPU only here).
+Agreement: compared with the release's ``flashvid_compression`` loaded at run time (a
+comparison outside the project, CPU, one thread; the same collision rule applied to the release's
+output). Measured agreement with the release: docs/fidelity.md, section "FlashVID (vision side)".
+The seed matters: the noise decides density ties. On a GPU the reductions and GEMMs (cosines,
+``cdist``, the one-hot sums) and ``argsort``'s order among equal indices are the device's: equal
+to the release on the same device and torch build, not to CPU (not measured: CPU only here).
 
 Registers nothing; :mod:`baselines.flashvid_merge.method` dispatches here.
 """

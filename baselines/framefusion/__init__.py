@@ -110,46 +110,44 @@ The description and deviations above are those of ``variant="paper"`` (the defau
 the release's arithmetic, in the model's dtype, at the same call sites as above.
 
 * Bit-equal (CPU, measured against the release's ``FrameFusion`` module loaded at run time,
-  a comparison outside the project, docs/fidelity.md): the layer-0 merge (``framefusion_merge``
-  ``variant="official"``, part A: fp32 160/160, bf16 160/160); one in-LLM merge step given the
-  hidden states and the sparsity list (part B: the kept set, the merged values in the model's
-  dtype and the new list / flags, fp32 160/160, bf16 160/160, the capped branch in 62 / 58 of
-  them); one pruning step given the attention row (part C: the head mean ``torch.mean(dim=(1, 2))``
-  in the row's dtype, ``round`` half to even, ``torch.topk``'s tie order, fp32 160/160, bf16
-  160/160). The budget formula is the release's float arithmetic with ``L = num_layers`` (None:
-  28, the release's hard-coded value; pass the real depth, e.g. 36 for Qwen3-VL-8B, for a port);
+  a comparison outside the project; measured agreement with the release: docs/fidelity.md,
+  section "FrameFusion in-LLM"): the layer-0 merge (``framefusion_merge`` ``variant="official"``,
+  part A); one in-LLM merge step given the hidden states and the sparsity list (part B: the kept
+  set, the merged values in the model's dtype and the new list / flags, in both branches); one
+  pruning step given the attention row (part C: the head mean ``torch.mean(dim=(1, 2))`` in the
+  row's dtype, ``round`` half to even, ``torch.topk``'s tie order). The budget formula is the
+  release's float arithmetic with ``L = num_layers`` (None: 28, the release's hard-coded value;
+  pass the real depth, e.g. 36 for Qwen3-VL-8B, for a port);
   the branch tests are the release's float ones (``a < u``, ``int(u n)``); the exhausted budget is
   handled as in ``paper`` (the release raises).
 * The pruning row: the plan asks for ``score_dtype="model"`` rows (one query row, ``q k^T`` times
   ``1/sqrt(d)`` in the model's dtype, as the release's ``scaled_dot_product_attention`` with
-  ``num=1``). Part D (random Qwen2 attention layers, S up to 1200): fp32 120/120 rows bit-equal;
-  bf16 119/120 rows bit-equal (1 of 496,144 probabilities differs: the release applies
-  ``torch.softmax`` to bf16 logits, the recompute a float32 softmax rounded to bf16, which
-  ``vcast/models/attention_rows.py`` owns); the pruned set was equal in 120/120. ``scores="eager"``
-  reads HF's eager weights (an ``S x S`` product: in float32 another GEMM shape than the
-  release's one row), so keep ``scores="rows"``.
+  ``num=1``). Part D compares these rows with the release's: bit-equal in fp32; in bf16 a rare
+  probability differs in the last bit (the release applies ``torch.softmax`` to bf16 logits, the
+  recompute a float32 softmax rounded to bf16, which ``vcast/models/attention_rows.py`` owns),
+  without changing a measured pruned set (docs/fidelity.md, section "FrameFusion in-LLM").
+  ``scores="eager"`` reads HF's eager weights (an ``S x S`` product: in float32 another GEMM
+  shape than the release's one row), so keep ``scores="rows"``.
 * Not reproducible with layer-boundary hooks: **where the in-LLM steps act.** The release merges
   and prunes between a layer's attention and its MLP; a hook can only re-lay the sequence between
   layers (shrinking it inside a layer would need a replaced decoder-layer forward). For
   *pruning* this changes nothing: the MLP is per token, so pruning after it keeps the same tokens
-  with the same values (a scratch run of the release's module at both placements on a random
-  28-layer Qwen2 stack, a comparison outside the project, docs/fidelity.md: 40/40 identical kept sets in
-  fp32 and bf16, hidden states equal in bf16; fp32 differed by 0.2% relative on average through
-  GEMM shapes). For an in-LLM *merge* the similarity is taken on the layer's output instead of
-  ``h + Attn(h)``, and the merged token is the mean of the MLP outputs instead of the MLP of the
-  mean: on one random Qwen2 layer (``placement_local.py``) the candidate test flips for 2.5% of
-  token pairs and a merged value differs by a median 5.6% (cosine 0.6-0.8), 2.2% (0.8-0.95),
-  0.5% (>= 0.95) relative. In-LLM merges (after the layer-0 one) are the only steps affected;
+  with the same values (up to GEMM shapes in float32). For an in-LLM *merge* the similarity is
+  taken on the layer's output instead of ``h + Attn(h)``, and the merged token is the mean of the
+  MLP outputs instead of the MLP of the mean, so some candidate tests flip and merged values
+  differ, the more the lower the pair's cosine. Both measured with the release's module at both
+  placements (a comparison outside the project): docs/fidelity.md, section "FrameFusion
+  in-LLM". In-LLM merges (after the layer-0 one) are the only steps affected;
   the layer-0 merge runs before any layer, exactly as in the release. The release's call after the
   last layer's attention has no boundary (it would change only that MLP's input).
 * **The first stage reconstructs the layer-0 merge's outcome** (the release's state is not
   passed between stages) from the entering tokens and the video's original ``T P``
   (``StageInputs.video_sizes``, from the adapter): ``removed = T P - n0``; a removal of exactly
   ``int(u N) > 0`` tokens (or ``a >= u``) is read as the capped branch, which is wrong only if the
-  uncapped merge had exactly ``int(u N)`` candidates (synthetic videos: 326/336 in fp32 and bf16,
-  the 10 misses all at P = 1). Without ``video_sizes`` (a hand-built ``StageInputs``)
-  ``N = (last present frame + 1) P``, which is too small when whole trailing frames were merged
-  away (the same videos: fp32 259/336, bf16 264/336).
+  uncapped merge had exactly ``int(u N)`` candidates. Without ``video_sizes`` (a hand-built
+  ``StageInputs``) ``N = (last present frame + 1) P``, which is too small when whole trailing
+  frames were merged away. How often each reading is right on synthetic videos: docs/fidelity.md,
+  section "FrameFusion in-LLM".
 * Several videos in one row are handled independently (the release has one sparsity list and
   merges across the videos of its sequence; it asserts batch size 1).
 """

@@ -61,10 +61,8 @@ Variants (``variant=``):
   release's hard-coded 28) and the float branch test ``a < u``, ``torch.topk(sim, int(u N))`` in
   the capped branch (the release's tie order), members added one by one in the input dtype and
   divided by ``k + 1`` in it. ``tokens`` come back in the input dtype. Measured against the
-  release's module loaded at run time (a comparison outside the project, docs/fidelity.md, part A:
-  T in 1..16, P in 1..24, random / nearly static / exactly tied / drifting videos, r and S_th
-  varied): float32 160/160, bf16 160/160 exact kept sets and token values (``paper`` on the same
-  cases: 150/160 and 126/160 kept sets). Remaining deviation of the official variant: the grid is
-  the harness's (no newline "patches"); a single video per call (the release merges across every
-  video of its sequence).
+  release's module loaded at run time (a comparison outside the project); measured agreement with
+  the release: docs/fidelity.md, section "FrameFusion pre-LLM merge". Remaining deviation of the
+  official variant: the grid is the harness's (no newline "patches"); a single video per call
+  (the release merges across every video of its sequence).
 """

@@ -47,13 +47,10 @@ Variants (keyword ``variant``):
   so each output token takes an evenly spaced pseudo-position (MRoPE and deepstack of that
   slot), as ``Selection.keep`` = those slots and ``Selection.tokens`` = the tokens in order.
 
-Measured agreement, both releases loaded at run time on the same random inputs on CPU (150
-cases per dtype: T in 1..16, P in 4..49, D in 8..64, r in 0.05..1, near-static, identical and
-cut videos, attention ties, tau / beta / K / max_window varied, D in {0, 0.3, 0.5}):
-``official`` fp32 133/133 and bf16 133/133 exact tokens (the 17 more cases per dtype with a
-contextual cluster, where the release raises, equal the release with its position line fixed:
-17/17 each); ``vidcom2_qwen`` fp32 150/150 and bf16 150/150 exact keep and tokens. Command:
-a comparison outside the project, docs/fidelity.md.
+Both releases were loaded at run time and compared on the same random inputs on CPU (a
+comparison outside the project); where the release raises (a contextual cluster with
+``dominant_fraction > 0``) ``official`` was compared with the release with its position line
+fixed. Measured agreement with the releases: docs/fidelity.md, section "HoliTom".
 
 Qwen2.5-VL / Qwen2-VL: the release has no path for them. Its ``lmms_eval/models/qwen2_vl.py`` is
 lmms-eval's stock wrapper (nothing pruned), and ``holitom()`` (``holitom/main.py``) patches LLaVA's
@@ -62,7 +59,8 @@ applied by ``llava_onevision.py`` / ``llava_vid.py`` only. On Qwen2.5-VL, ``offi
 LLaVA merge on the post-merger tokens with the adapter's ``vision_attention`` (our reading, no
 released counterpart); ``vidcom2_qwen`` is also the VidCom2 port's Qwen2.5-VL wrapper
 (``token_compressor/holitom/models/qwen2_5_vl.py``: the same ``compress_features`` on the same
-tokens, written to the same slots, without DeepStack; 110/110 exact per dtype, docs/fidelity.md).
+tokens, written to the same slots, without DeepStack; measured agreement: docs/fidelity.md,
+section "Qwen2.5-VL: what each release runs there").
 
 Default hyper-parameters (official environment defaults and scripts): ``tau = 0.8`` for
 ``r > 0.10`` and ``tau = 0.65`` for ``r <= 0.10`` (``tau=None`` picks this per ratio),

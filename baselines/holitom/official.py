@@ -47,8 +47,8 @@ against ``bf16(0.8) = 0.80078125``; static means, ``beta * centre + (1 - beta) *
 product and the sum rounded) and the outputs are bf16. On GPU the ``cdist`` / reductions of the
 release run other kernels; the CPU comparison below is the bit-exact one.
 
-Measured agreement with the release, loading its functions at run time on CPU
-(a comparison outside the project, docs/fidelity.md): see :mod:`baselines.holitom`'s docstring.
+Compared with the release by loading its functions at run time on CPU (a comparison outside
+the project). Measured agreement with the release: docs/fidelity.md, section "HoliTom".
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ mean **in the model dtype** of the last token's attention cast to it (eager's
 non-top token (ascending) to ``torch.max``'s index, then ``h_t <- (h_t + h_j) / 2`` **sequentially
 in the model dtype**, rounding at every step (run by merge round, which rounds identically).
 Measured against the release's merge block (``holitom/modeling_qwen2.py``, exec'd from its own
-lines on the same hidden states and eager attention): fp32 150/150, bf16 150/150 exact kept
-positions and hidden states (a comparison outside the project, docs/fidelity.md).
+lines on the same hidden states and eager attention; a comparison outside the project). Measured
+agreement with the release: docs/fidelity.md, section "HoliTom (in-LLM)".
 Deviations of ``"official"`` kept: the release's visual span includes LLaVA's newline token
 (``N`` counts it, it can be merged away); here ``N`` is the video tokens only and the newline
 always stays (the engine treats it as text); ``round(N (1 - r_inner)) = 0`` makes the release

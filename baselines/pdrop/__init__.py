@@ -64,10 +64,9 @@ bit in its arithmetic, the same stages and positions as above, and:
   ``score_scale = "divide"``): ``q k^T / sqrt(head_dim)`` in the model's dtype, float32 softmax
   rounded to it, the head mean and the mean over the one query row in it, ``topk(count)`` (its
   tie order). Measured against the release's ``pdrop_rank_drop`` loaded at run time (ast-extracted,
-  ``self`` stubbed) on the same layer inputs, random Qwen2 layers with equal heads (the release
-  has no GQA), 120 cases per dtype (stages 0-2, lam 0.3-0.7, tiny and near-static spans; scratch
-  ``fastv/compare.py``): kept sets fp32 120/120, bf16 120/120 exact; ``paper`` on the same cases
-  90/120 and 82/120. The score row is a one-row product in the release too, so the recomputation
+  ``self`` stubbed) on the same layer inputs, random layers with equal heads (the release has no
+  GQA; a comparison outside the project). Measured agreement with the release: docs/fidelity.md,
+  section "PDrop". The score row is a one-row product in the release too, so the recomputation
   is the same GEMM shape (no kernel effect on CPU). The RoPE tables are the
   model's own (the release's transformers 4.37 computes ``cos``/``sin`` its own way; a
   model-version effect, not the method's). GQA, batches, several videos, no truncation: as in the

@@ -82,14 +82,10 @@ frame, a frame's dynamic ones ending at patch ``P - 1``; see
 :mod:`baselines.prunevid_stage_a.official`), and stage B reads them back. This is exact unless a
 window's first frame is filled by both groups unclustered (only when ``P <= 28`` or gamma = 1),
 where that frame is ranked as one group. Measured against the release's ``process_attention``
-loaded at run time, fed the release's own stage-A sizes, on the same hand-made attention
-(T 8-32, P 36-196, alpha 0.29-0.7, ties): kept sets fp32 120/120 and bf16 120/120 exact; the
-group read-back from our slots equals the release's static / dynamic partition on every case
-with ``P > 28`` (fp32 and bf16; the 9 misses in 240 stage-A cases are all ``P = 16``); the
-``paper`` grouping (frames) on the same scores would have changed the kept set in 63/120 (fp32) and
-61/120 (bf16) cases, about 0.6-0.7% of the kept tokens (355 of 51,908 and 358 of 61,518 set
-memberships differ)
-(a comparison outside the project, docs/fidelity.md). Still not reproduced
+loaded at run time, fed the release's own stage-A sizes, on the same hand-made attention (a
+comparison outside the project), with the group read-back and the ``paper`` grouping on the same
+scores for context. Measured agreement with the release: docs/fidelity.md, section "PruneVid
+stage B". Still not reproduced
 (both variants): the KV cache of layers ``0..S_sel`` is not gathered to the kept set (decode
 steps there still see every stage-A token; the prefill and so the first generated token are
 unaffected), the queries include LLaVA-OneVision's newline token after the video, GQA is

@@ -53,12 +53,9 @@ stage B (static outputs of a window at patches ``0..s-1`` of its first frame, a 
 ones at ``P-d..P-1``): with LLaVA-OneVision's compacted positions the LLM sees the release's
 sequence. The ``W = 1`` quirk is kept (``x / 0``: a self-cosine that rounds above 1 gives
 ``+inf``, a static location). Other defaults as ``paper``'s. Measured against the release's
-functions loaded at run time from the extracted file (T 7-32, P 16-196, D 8-64, cluster_ratio
-0.25-0.7, temporal_segment_ratio 0.25-0.5, tau 0-0.95; random, near-static, scene-cut, repeated
-(tied) and half-static videos): merged tokens and their order fp32 120/120 and bf16 120/120
-exact (and 5/5 per dtype at LLaVA-OneVision's size, T 32, P 196, D 128), ``refine_clusters``
-2000/2000 label sequences
-(a comparison outside the project, docs/fidelity.md). Not reproduced: inputs
+functions loaded at run time from the extracted file (a comparison outside the project): merged
+tokens and their order, and ``refine_clusters``' label sequences. Measured agreement with the
+release: docs/fidelity.md, section "PruneVid stage A". Not reproduced: inputs
 the release cannot run (fewer than ``dpc_k`` or ``1 / temporal_segment_ratio`` frames: its
 ``topk`` raises; here ``k`` is clamped and there is at least one temporal cluster; a group whose
 ``int(n * ratio)`` is 0 is dropped here, the release raises).

@@ -32,10 +32,11 @@ every 2x2 cell of each frame's token grid. ``avgpool_2x2``: merge every 2x2 cell
 
 ``evs`` (Efficient Video Sampling): keep the tokens that changed most since the previous frame.
   Paper: "Efficient Video Sampling: Pruning Temporally Redundant Tokens for Faster VLM Inference"
-  (NVIDIA, 2025), deployed in vLLM (``vllm/multimodal/evs.py``, switched on by
+  (NVIDIA, 2025), deployed in vLLM (``vllm/multimodal/video_prune/evs.py``, switched on by
   ``video_pruning_rate``) and SGLang for Qwen2.5-VL / Qwen3-VL. Not a row of the V-CAST paper: it
   is the pruning a serving engine already ships, so reviewers ask for it. Written here from its
-  definition, then compared with vLLM's function on the same inputs (docs/fidelity.md).
+  definition, then compared with vLLM's function on the same inputs (measured agreement with
+  vLLM: docs/fidelity.md, section "EVS").
   Variants (``variant=``): ``paper`` (default; float32 cosines) and ``official`` (vLLM's code as
   deployed: the input dtype and vLLM's count); :mod:`baselines.simple.evs` has both.
   Hyper-parameters: none. No model inputs.

@@ -18,17 +18,14 @@ Variants (``variant=``):
   ``temporal="curvature"`` (the "+V-CAST budgeting" ablation is ours: paper only). Its
   ``mean q`` is the release's ``probs.mean()``; ``D = 1`` and a bf16 count above P (P > 256 not
   held by bf16, r near 1) raise a ValueError where the release fails. Measured against the
-  release loaded at run time (a comparison outside the project, docs/fidelity.md:
-  random, near-static, tied and duplicated-token videos, T = 1..32, P = 1..513, r = 0.01..1):
-  fp32 351/351, bf16 349/349, fp16 351/351 kept sets and counts exact (plus 8-10 cases per dtype
-  where both refuse); ``variant="paper", allocation="official"`` agrees on only 322/351 fp32 and
-  61/349 bf16 of the same cases. Qwen2.5-VL: the release's integration is
+  release loaded at run time (a comparison outside the project); measured agreement with the
+  release: docs/fidelity.md, section "VidCom²". Qwen2.5-VL: the release's integration is
   ``token_compressor/vidcom2/models/qwen2_5_vl.py`` (``main`` @944a17d, byte-identical on ``qwen``;
   ``lmms-eval/lmms_eval/models/qwen2_5_vl.py`` on ``main`` is the stock wrapper and prunes nothing),
   whose ``_compute_keep_indices`` (L20-33) runs the four steps on the post-merger tokens of
   ``get_video_features`` (raster order) with ``P = h w / 4``: the same function on the same
-  ``[T, P, D]`` as ``official``; kept tokens keep their own MRoPE positions. Measured at
-  Qwen2.5-VL shapes: fp32 120/120, bf16 120/120 (docs/fidelity.md).
+  ``[T, P, D]`` as ``official``; kept tokens keep their own MRoPE positions. Measured agreement
+  at Qwen2.5-VL shapes: docs/fidelity.md, section "Qwen2.5-VL: what each release runs there".
 
 Algorithm (``variant="paper"``, :mod:`baselines.vidcom2.paper`), on the LLM-space video tokens
 ``frames`` [T, P, D] (all in float32):

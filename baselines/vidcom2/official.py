@@ -33,14 +33,12 @@ ValueError. Not expressible here: LLaVA-Video's grid mapper (L105-115) returns e
 row-newline tokens after its kept tokens; the selection is in the T x P token space and the
 adapter places newlines.
 
-Agreement with the release loaded at run time (a comparison outside the project, docs/fidelity.md,
-CPU, one thread; random, near-static, quantised/tied and duplicated-token videos, T = 1..32, P =
-1..513, D = 1..128, r = 0.01..1): kept indices and counts exact in fp32 351/351, bf16 349/349, fp16
-351/351, against ``vidcom2_compression`` (``qwen3_vl``
-and, at P = 196, ``llava_ov``) and both ``qwen``-branch wrappers; the release and this module
-both fail on the remaining 8 (D = 1) + 2 (bf16 count > P) cases. On a GPU the reductions (var,
-norm, means, sums) are the device's kernels: equal to the release run on the same device and
-torch build, not to CPU (not measured here: no GPU in this task).
+Compared with the release loaded at run time (``vidcom2_compression`` and both ``qwen``-branch
+wrappers; a comparison outside the project, CPU, one thread); where the release fails (D = 1, a
+bf16 count above P) this module raises. Measured agreement with the release: docs/fidelity.md,
+section "VidCom²". On a GPU the reductions (var, norm, means, sums) are the device's kernels:
+equal to the release run on the same device and torch build, not to CPU (not measured here: no
+GPU in this task).
 """
 
 from __future__ import annotations

@@ -16,14 +16,12 @@ heads.
 model's dtype (what the official codes read): the queries projected for every token (the
 layer's own GEMM shape) and the rows picked afterwards, ``q k^T`` and its scaling in the model's
 dtype, the softmax in float32, the result rounded to the model's dtype. Measured on CPU against
-the eager kernel's weights (random Qwen2 / Qwen3-VL layers, 120 cases per dtype, scratch
-``fastv/compare.py``): bf16 bit-equal for the last row (120/120) and for all rows (120/120);
-float32 bit-equal for all rows (120/120) but not for one row alone (0/120: the one-row
-``q k^T`` is another GEMM shape than the kernel's ``S x S`` product and its float32 sums round
-differently in the last bits; the kept sets of FastV were still equal, 120/120). On a GPU the
-bf16 one-row product may likewise round differently where the BLAS picks another reduction
-order (not measured: no GPU here). ``scores="eager"`` reads the kernel's own weights and has
-no such effect.
+the eager kernel's weights: docs/fidelity.md, section "Attention rows in the model's dtype". In
+bf16 the rows are the kernel's bits; in float32 one row alone is not (the one-row ``q k^T`` is
+another GEMM shape than the kernel's ``S x S`` product and its float32 sums round differently
+in the last bits), though FastV's kept sets stayed the same. On a GPU the bf16 one-row product
+may likewise round differently where the BLAS picks another reduction order (not measured: no
+GPU here). ``scores="eager"`` reads the kernel's own weights and has no such effect.
 
 Memory: ``H * R * S`` scores for ``R`` rows, in chunks of at most ``CHUNK_ELEMENTS``.
 """

@@ -32,12 +32,10 @@ The registration is :mod:`vcast.methods.vcast.method`. Two variants (``variant=`
     (the release hard-codes 0.25). ``temporal``, ``spatial``, ``weights`` and ``allocation``
     do not exist there: anything but ``curvature`` / ``dual_anchor`` / ``(1, 1)`` /
     ``official`` (or None) is refused by name.
-  * Measured against the release loaded at run time on CPU (``torch.set_num_threads(1)``;
-    random, nearly static, exactly static, quantised/tied, T = 1, T = 2, smooth-drift, Qwen3-VL
-    sized T = 32 P = 260 D = 4096, half-way budgets, tau / k_min sweeps): fp32 324/324 and
-    bf16 324/324 kept sets identical (a comparison outside the project, docs/fidelity.md;
-    before, ``allocation="official"`` matched 256/324 and 120/324). The same torch calls run on
-    CUDA, so the GPU result is the release's GPU result up to the kernels' own determinism.
+  * Measured against the release loaded at run time on CPU (a comparison outside the project).
+    Measured agreement with the release: docs/fidelity.md, section "V-CAST". The same torch
+    calls run on CUDA, so the GPU result is the release's GPU result up to the kernels' own
+    determinism.
   * Not reproduced: the release's model-level guards (an invalid ``grid_thw`` or a token-count
     mismatch skips compression; batch > 1 is not compressed) belong to the adapters, not here.
 """
