@@ -92,6 +92,15 @@ def _check_resumed(cell: Path, uninterrupted: tuple[list[str], dict, Path], atte
     assert record["efficiency"]["items"] == ITEMS
     assert record["efficiency"]["resumed_over"] == len([e for e in listed if e["computed"]])
     assert record["efficiency"]["total_latency_s"] is None
+    # What the cell writes beside lmms-eval's results counts every attempt, as the uninterrupted run's
+    ours, theirs = Cell(cell).results()["throughput"], Cell(uninterrupted[2]).results()["throughput"]
+    for key in ("total_gen_tokens", "avg_kept_video_tokens", "avg_total_video_tokens"):
+        assert ours[key] == theirs[key], key
+    assert theirs["attempts"] == 1 and ours["attempts"] == record["efficiency"]["resumed_over"]
+    assert ours["avg_latency"] == pytest.approx(ours["total_elapsed_time"] / ITEMS)
+    assert not list(cell.rglob(".*.tmp")), "a temporary file survived the rerun"
+    stamp = cell / CACHE_DIR / IDENTITY_FILE
+    assert json.loads(stamp.read_text()) == json.loads(json.dumps(cell_identity(Cell(cell).record.spec)))
     return record
 
 
@@ -105,6 +114,8 @@ def test_killed_twice_during_the_cache_write(tiny_dirs: dict, synth_data: Path, 
     for point in ("journal:4", "upsert:3"):
         killed = run_cell(spec, tmp_path, env=_child_env(VCAST_KILL_AT=point, PYTHONPATH=path))
         assert killed.status == "failed" and killed.returncode == -signal.SIGKILL
+    # and what a kill inside an atomic write leaves (vcast.atomic_files: a hidden temporary beside the file)
+    (tmp_path / spec.relative_dir / "efficiency" / ".progress.rank0.json.k1ll.tmp").write_text('{"attempt": ')
     run_cell(spec, tmp_path)
     record = _check_resumed(tmp_path / spec.relative_dir, uninterrupted, attempts=3)
     assert [(entry["answered_before"], entry["computed"]) for entry in record["attempts"]] == [
@@ -247,6 +258,8 @@ def test_a_cache_from_another_cell_is_set_aside_not_used(tiny_dirs: dict, synth_
     assert record.status == "ok"
     assert [(e.answered_before, e.computed) for e in record.attempts] == [(0, 4)]
     assert "set aside as" in (cell / "run.log").read_text() and ".set-aside-" in record.attempts[0].set_aside
+    assert (cell / record.attempts[0].set_aside).is_dir()  # recorded where it lies, after the swap too
+    assert json.loads((cell / CACHE_DIR / IDENTITY_FILE).read_text()) == json.loads(json.dumps(cell_identity(other)))
     [aside] = cell.glob(f"{CACHE_DIR}.set-aside-*")
     assert answered(aside) == ITEMS
     [fingerprint] = set(recorded_fingerprints(cell / CACHE_DIR).values())
@@ -287,7 +300,8 @@ def test_start_attempt_sets_a_mismatched_cache_aside_and_merges_a_matching_one(t
     attempt, aside = start_attempt(tmp_path / "other", model_fingerprint("M", "a=1"), 1)
     assert (attempt.number, attempt.answered_before) == (1, 0) and aside is not None
     assert recorded_fingerprints(aside) and answered(aside) == 1
-    assert read_attempts(tmp_path / "other")[0]["set_aside"] == str(aside)
+    recorded = read_attempts(tmp_path / "other")[0]["set_aside"]
+    assert recorded == aside.name and (tmp_path / recorded) == aside  # relative to the folder holding the cache
 
 
 def test_an_answer_already_cached_does_not_shift_the_others(tmp_path: Path) -> None:
@@ -385,3 +399,28 @@ def test_merging_waits_for_a_reader_of_the_cache(tmp_path: Path) -> None:
     with contextlib.closing(sqlite3.connect(database)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert db.execute("SELECT x FROM answers").fetchall() == [(1,)]
+
+
+def test_status_names_the_attempt_a_job_runs_before_it_records_it(tmp_path: Path) -> None:
+    """Early in attempt 2 (its model still loading, the cache's attempts list still ends at 1), the
+    job holding the cell has already said which attempt it runs: status shows that one."""
+    from vcast.sweep.execute import CellLock
+
+    spec = tiny_spec({"qwen3_vl": str(tmp_path / "ckpt")})
+    cell = tmp_path / spec.relative_dir
+    cache = work_dir(cell) / CACHE_DIR
+    cache.mkdir(parents=True)
+    (cache / "attempts.jsonl").write_text(json.dumps({"attempt": 1, "answered_before": 0}) + "\n")
+    code = ("import sys, time; from pathlib import Path; from vcast.sweep.execute import CellLock; "
+            "lock = CellLock(Path(sys.argv[1])); assert lock.acquire(); lock.describe(2); "
+            "print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(cell)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        shown = cell_status(Cell(cell))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert shown.startswith("running (") and "attempt 2, starting" in shown, shown
+    assert cell_status(Cell(cell)).startswith("interrupted (0/? answered, attempt 1)")  # the job is gone
+    assert CellLock(cell).acquire()

@@ -7,6 +7,7 @@ folder's parent: the first to take the lock builds, the others wait and reuse wh
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,10 @@ DONE = ".built"
 def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """``<shared temp>/<name>``, made by ``build(folder)`` the first time any worker asks (a build
     that raised is tried again by the next one); read-only for the tests that share it."""
-    shared = tmp_path_factory.getbasetemp().parent
+    # xdist workers' base temps share a parent made for this session; a run without workers has its
+    # base temp to itself (its parent holds every earlier session's, whose builds are stale)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     folder = shared / name
     with FileLock(str(shared / f"{name}.lock")):
         if not (folder / DONE).is_file():

@@ -14,7 +14,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -139,15 +139,8 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     request; a call whose documents were all seen already is such padding and is left out, so a
     cell's figures do not depend on its number of processes.
     """
-    seen: set[tuple[str, int]] = set()
-    unique = []
-    for record in records:
-        docs = set(record_items(record))
-        if docs - seen:
-            unique.append(record)
-            seen |= docs
-    records = unique
-    items = len(seen)
+    records = unique_calls(records)
+    items = len({item for record in records for item in record_items(record)})
     peaks = [r["peak_memory_mb"] for r in records if r.get("peak_memory_mb") is not None]
     out: dict[str, Any] = {
         "items": items,
@@ -176,6 +169,73 @@ def summarize(records: Iterable[dict[str, Any]], wall_s: Optional[float]) -> dic
     vision, llm = out["vision_tflops_per_item"], out["llm_tflops_per_item"]
     out["prefill_tflops_per_item"] = None if vision is None or llm is None else vision + llm
     return out
+
+
+def latest_first(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` from the last attempt's to the first's (records without an attempt count as
+    attempt 0, before any resumable one; file order within an attempt): an item's first record
+    in this order is the one whose answer the cell reports."""
+    return sorted(records, key=lambda r: -(r.get("attempt") or 0))
+
+
+def throughput_payload(records: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """What the plugins hand lmms-eval's ``log_metrics`` for ``records`` (calls as JSON objects):
+    generate seconds and output tokens summed, the per-item means of the meters, the peak memory;
+    None without records."""
+    if not records:
+        return None
+    items = sum(r["items"] for r in records)
+    elapsed = sum(r["generate_s"] for r in records)
+    tokens = sum(r["output_tokens"] for r in records)
+    peaks = [r["peak_memory_mb"] for r in records if r.get("peak_memory_mb") is not None]
+    return {
+        "total_elapsed_time": elapsed, "total_gen_tokens": tokens, "avg_speed": tokens / elapsed if elapsed else 0.0,
+        "additional_metrics": {
+            "prefill_s": sum(r["prefill_s"] for r in records) / items,
+            "decode_s": sum(r["decode_s"] for r in records) / items,
+            "vision_s": sum(r["vision_s"] for r in records) / items,
+            "peak_memory_mb": max(peaks) if peaks else 0.0,
+            "kept_video_tokens": sum(r["video_tokens_kept"] for r in records) / items,
+            "total_video_tokens": sum(r["video_tokens_total"] for r in records) / items,
+            "total_requests": items,
+        },
+    }
+
+
+def attempts_throughput(records: Iterable[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """lmms-eval's ``results["throughput"]`` block over every attempt of a resumed cell: each item
+    counted once, from the last attempt that computed it (as :func:`summarize`), in the form
+    lmms-eval's ``summarize_logged_metrics`` gives one logged entry (``total_gen_tokens``,
+    ``total_elapsed_time``, ``avg_speed``, ``avg_latency``, ``avg_<metric>``), with ``attempts``:
+    how many attempts' calls it covers. None without records."""
+    calls = unique_calls(latest_first(records))
+    payload = throughput_payload(calls)
+    if payload is None:
+        return None
+    extra = dict(payload["additional_metrics"])
+    requests = extra.pop("total_requests")
+    tokens, elapsed = payload["total_gen_tokens"], payload["total_elapsed_time"]
+    block: dict[str, Any] = {"total_gen_tokens": tokens, "total_elapsed_time": elapsed,
+                             "avg_speed": tokens / elapsed if elapsed > 0 else payload["avg_speed"]}
+    if requests > 0:
+        block["avg_latency"] = elapsed / requests
+    block.update({f"avg_{key}": value for key, value in extra.items()})
+    block["attempts"] = len({r.get("attempt") for r in calls})
+    return block
+
+
+def unique_calls(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` without the calls whose items were all seen in an earlier one: lmms-eval's
+    padding of data-parallel ranks, and (given :func:`latest_first` order) an earlier attempt's
+    calls for items a later attempt computed again."""
+    seen: set[tuple[str, int]] = set()
+    unique = []
+    for record in records:
+        docs = set(record_items(record))
+        if docs - seen:
+            unique.append(record)
+            seen |= docs
+    return unique
 
 
 def record_items(record: dict[str, Any]) -> list[tuple[str, int]]:

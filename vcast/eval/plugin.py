@@ -14,7 +14,7 @@ import copy
 import logging
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -25,7 +25,7 @@ from lmms_eval.api.model import lmms
 from tqdm import tqdm
 
 from vcast.eval.call_recorder import CallRecorder
-from vcast.eval.efficiency import EfficiencyLog
+from vcast.eval.efficiency import EfficiencyLog, throughput_payload
 from vcast.eval.missing_visuals import POLICIES as MISSING_POLICIES
 from vcast.eval.missing_visuals import MissingVisualsLog
 from vcast.eval.plugin_args import ATTN_IMPLEMENTATIONS, DTYPE_NAMES
@@ -500,25 +500,11 @@ class VCastLMM(lmms):
         return self._decoder.batch_decode(new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _log_totals(self) -> None:
-        """Averages into lmms-eval's ``results["throughput"]`` (``avg_<key>``) via ``log_metrics``."""
+        """Averages into lmms-eval's ``results["throughput"]`` (``avg_<key>``) via ``log_metrics``
+        (this attempt's calls; a resumable run's runner puts every attempt's in their place:
+        :func:`vcast.eval.efficiency.attempts_throughput`)."""
         from lmms_eval.models.model_utils.gen_metrics import log_metrics
 
-        records = self.efficiency.records
-        if not records:
-            return
-        items = sum(r.items for r in records)
-        elapsed = sum(r.generate_s for r in records)
-        tokens = sum(r.output_tokens for r in records)
-        peaks = [r.peak_memory_mb for r in records if r.peak_memory_mb is not None]
-        log_metrics(
-            total_elapsed_time=elapsed, total_gen_tokens=tokens, avg_speed=tokens / elapsed if elapsed else 0.0,
-            additional_metrics={
-                "prefill_s": sum(r.prefill_s for r in records) / items,
-                "decode_s": sum(r.decode_s for r in records) / items,
-                "vision_s": sum(r.vision_s for r in records) / items,
-                "peak_memory_mb": max(peaks) if peaks else 0.0,
-                "kept_video_tokens": sum(r.video_tokens_kept for r in records) / items,
-                "total_video_tokens": sum(r.video_tokens_total for r in records) / items,
-                "total_requests": items,
-            },
-        )
+        payload = throughput_payload([asdict(record) for record in self.efficiency.records])
+        if payload is not None:
+            log_metrics(**payload)

@@ -225,7 +225,10 @@ def start_attempt(root: Path, fingerprint: Optional[str], world_size: int) -> tu
     number = len(read_attempts(root)) + 1
     line = {"attempt": number, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "answered_before": before,
             "world_size": world_size, "host": socket.gethostname(), "pid": os.getpid(),
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "set_aside": None if aside is None else str(aside)}
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            # beside the cache, named relative to the folder holding both: a sweep's working folder
+            # becomes the cell's folder when the attempt ends, so an absolute path would go stale
+            "set_aside": None if aside is None else aside.name}
     with (root / ATTEMPTS_FILE).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(line) + "\n")
         handle.flush()

@@ -132,6 +132,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if results is None:  # ranks > 0: rank 0 writes everything
         return 0
     samples = results.pop("samples")
+    if attempt is not None:
+        _count_every_attempt(results, args.model_args)
     tracker.save_results_aggregated(results=results, samples=samples, datetime_str=datetime_str)
     for task_name in results["configs"]:
         tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
@@ -141,6 +143,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     logger.info("evaluation took %.1f s; results in %s", wall, output)
     return 0
+
+
+def _count_every_attempt(results: dict[str, Any], model_args: str) -> None:
+    """Put the totals over every attempt of a resumed run in lmms-eval's ``results["throughput"]``
+    (each item once, from the attempt that computed it; ``attempts`` says how many), where the
+    plugin logged its own attempt's calls only: a resumed cell's results say what an uninterrupted
+    run's say, timings aside. Nothing changes without an ``efficiency_dir``."""
+    from lmms_eval.utils import simple_parse_args_string
+
+    from vcast.eval.efficiency import attempts_throughput
+    from vcast.results.tree import read_efficiency
+
+    directory = simple_parse_args_string(model_args).get("efficiency_dir")
+    if not directory:
+        return
+    block = attempts_throughput(read_efficiency(Path(str(directory))))
+    if block is not None:
+        results["throughput"] = block
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ class AttemptEntry:
     host: Optional[str] = None
     pid: Optional[int] = None
     slurm_job_id: Optional[str] = None
-    set_aside: Optional[str] = None
+    set_aside: Optional[str] = None   # a cache of another request this attempt set aside, relative to the cell
     computed: int = 0
 
 

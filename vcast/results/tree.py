@@ -164,7 +164,7 @@ class Cell:
     def efficiency(self) -> list[dict[str, Any]]:
         """Every rank's per-call efficiency records (:class:`vcast.eval.efficiency.CallRecord` as
         JSON), files in name order; a torn last line is skipped."""
-        return read_jsonl(self.path / EFFICIENCY_DIR, EFFICIENCY_RECORDS)
+        return read_efficiency(self.path / EFFICIENCY_DIR)
 
     def efficiency_files(self) -> list[Path]:
         return sorted((self.path / EFFICIENCY_DIR).glob(EFFICIENCY_RECORDS))
@@ -220,6 +220,13 @@ class Cell:
     @property
     def work_efficiency(self) -> Path:
         return self.work_dir / EFFICIENCY_DIR
+
+
+def read_efficiency(directory: Path) -> list[dict[str, Any]]:
+    """The per-call efficiency records of every rank in an efficiency folder (a cell's
+    ``efficiency/``, or the ``efficiency_dir`` a run was given), files in name order; a torn last
+    line is skipped."""
+    return read_jsonl(directory, EFFICIENCY_RECORDS)
 
 
 def lmms_eval_outputs(folder: Path) -> tuple[list[Path], list[Path]]:

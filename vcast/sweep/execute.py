@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from vcast.atomic_files import atomic_write_json, swap_in_dir
-from vcast.eval.efficiency import record_items, summarize
+from vcast.eval.efficiency import latest_first, record_items, summarize
 from vcast.eval.missing_visuals import read_missing
 from vcast.eval.resume import read_attempts, set_aside
 from vcast.eval.run import SUMMARY_FILE
@@ -147,6 +147,7 @@ class CellLock:
     def __init__(self, cell_dir: Path) -> None:
         self.path = lock_path(cell_dir)
         self._handle: Optional[Any] = None
+        self._since = ""
 
     def acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,14 +157,21 @@ class CellLock:
         except OSError:
             handle.close()
             return False
-        handle.seek(0)
-        handle.truncate()
-        job = _slurm_job_id()
-        handle.write(f"host {socket.gethostname()}, pid {os.getpid()}" + (f", SLURM job {job}" if job else "")
-                     + f", since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        handle.flush()
         self._handle = handle
+        self._since = time.strftime('%Y-%m-%d %H:%M:%S')
+        self.describe()
         return True
+
+    def describe(self, attempt: Optional[int] = None) -> None:
+        """Write who holds the lock (and, once known, the ``attempt`` it runs) into the lock file."""
+        if self._handle is None:
+            return
+        job = _slurm_job_id()
+        self._handle.seek(0)
+        self._handle.truncate()
+        self._handle.write(f"host {socket.gethostname()}, pid {os.getpid()}" + (f", SLURM job {job}" if job else "")
+                           + (f", attempt {attempt}" if attempt is not None else "") + f", since {self._since}\n")
+        self._handle.flush()
 
     def release(self) -> None:
         if self._handle is not None:
@@ -215,7 +223,7 @@ def run_cell(spec: CellSpec, results_root: Path, *, env: Optional[dict[str, str]
         finished = _finished_answer(spec, cell_dir, rerun_mismatched)  # another job may have finished it
         if finished is not None:
             return finished
-        return _run_locked(spec, cell_dir, env, timeout_s, console, resume)
+        return _run_locked(spec, cell_dir, env, timeout_s, console, resume, lock)
     finally:
         lock.release()
 
@@ -283,6 +291,8 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
         notes.append(f"{why}: set aside as {_set_aside(work, cell_dir, why)}")
     # An earlier attempt's outputs and verdict: this attempt writes its own (its answers are cached).
     shutil.rmtree(work / LMMS_EVAL_DIR, ignore_errors=True)
+    for temporary in work.rglob(".*.tmp"):  # an atomic write a kill cut short (vcast.atomic_files)
+        temporary.unlink(missing_ok=True)
     clear_record(work)
     (work / CACHE_DIR).mkdir(parents=True, exist_ok=True)
     atomic_write_json(work / CACHE_DIR / IDENTITY_FILE, identity)
@@ -290,10 +300,11 @@ def _working_folder(spec: CellSpec, cell_dir: Path, resume: bool, identity: dict
 
 
 def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
-                timeout_s: Optional[float], console: Optional[TextIO], resume: bool = True) -> dict[str, Any]:
+                timeout_s: Optional[float], console: Optional[TextIO], resume: bool, lock: CellLock) -> CellRecord:
     identity = cell_identity(spec)
     work, notes = _working_folder(spec, cell_dir, resume, identity)
     attempt = len(read_attempts(work / CACHE_DIR)) + 1
+    lock.describe(attempt)  # status names this attempt from now on, before the run records it
     command, extra_env = eval_command(spec, work, identity=identity_digest(identity))
     run_env = {**(os.environ if env is None else env), **extra_env}
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -305,6 +316,9 @@ def _run_locked(spec: CellSpec, cell_dir: Path, env: Optional[dict[str, str]],
                                               may_start_warm=env is None and not extra_env)
     duration_s = time.perf_counter() - start
     finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if (work / CACHE_DIR).is_dir() and not (work / CACHE_DIR / IDENTITY_FILE).is_file():
+        # the run set a cache of another request aside (its identity stamp with it) and began anew
+        atomic_write_json(work / CACHE_DIR / IDENTITY_FILE, identity)
     log_tail = _tail(work / RUN_LOG)
     outputs: dict[str, Any] = {}
     if returncode == 0 and error is None:
@@ -421,13 +435,6 @@ def _stop(process: Any, grace_s: float) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def latest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``records`` from the last attempt's to the first's (records without an attempt count as
-    attempt 0, before any resumable one; file order within an attempt): an item's first record
-    in this order is the one whose answer the cell reports."""
-    return sorted(records, key=lambda r: -(r.get("attempt") or 0))
 
 
 def item_attempts(records: list[dict[str, Any]]) -> dict[tuple[str, int], Optional[int]]:

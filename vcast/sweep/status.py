@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -65,21 +66,31 @@ def _record_status(cell: Cell, record: CellRecord) -> str:
     return status
 
 
-def answered_note(cell: Cell) -> str:
+def answered_note(cell: Cell, running: Optional[int] = None) -> str:
     """``" (answered/total answered, attempt n)"`` of a running or interrupted resumable cell, from
     its working folder's response cache (``total`` is ``?`` until the attempt has counted its
-    items); empty when it has none."""
+    items); empty when it has none. ``running``: the attempt the job holding the cell says it runs
+    (it records it in the cache only once its model is loaded)."""
     found = cell_progress(cell.work_cache, cell.work_efficiency)
     if found is None:
-        return ""
+        return "" if running is None else f" (attempt {running}, starting)"
     done, total, attempts = found
+    if running is not None and running > attempts:
+        return f" ({done} answered before it, attempt {running}, starting)"
     return f" ({done}/{'?' if total is None else total} answered, attempt {attempts})"
+
+
+def running_attempt(holder: str) -> Optional[int]:
+    """The attempt a lock holder's line names (``..., attempt 2, since ...``), or None."""
+    found = re.search(r"\battempt (\d+)\b", holder)
+    return int(found.group(1)) if found else None
 
 
 def cell_status(cell: Cell) -> str:
     """The status of ``cell`` (see the module docstring); ``pending`` when nothing of it exists."""
-    if lock_holder(cell.path) is not None:
-        return "running" + answered_note(cell)
+    holder = lock_holder(cell.path)
+    if holder is not None:
+        return "running" + answered_note(cell, running_attempt(holder))
     if cell.staged and not cell.is_complete:
         return "interrupted" + answered_note(cell)  # the next attempt resumes from its answered items
     try:
