@@ -15,9 +15,9 @@ import torch
 
 import vcast
 from vcast import atomic_files
-from vcast.report import figures
+from vcast.report import budget_profiles_figure, figure_common, figures
 from vcast.budget_profiles import VideoTokenReader, budget_profiles, video_profiles, video_tokens
-from vcast.report.figures import artists_with_gid
+from vcast.report.figure_common import artists_with_gid
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 QWEN_PIXELS = {"max_pixels": 16384, "min_pixels": 4096}  # 128 x 128 clips: 16 merged tokens per patch
@@ -201,7 +201,7 @@ PROFILES = {"uniform": np.array([4, 4, 4, 4]), "uniqueness": np.array([5, 5, 3, 
 
 
 def test_budget_profile_curves_and_colours() -> None:
-    fig = figures.build_budget_profiles([("a.mp4", PROFILES), ("b.mp4", {"curvature": np.array([1, 2])})],
+    fig = budget_profiles_figure.build_budget_profiles([("a.mp4", PROFILES), ("b.mp4", {"curvature": np.array([1, 2])})],
                                         ratio=0.25)
     first, second = fig.axes[:2]
     assert [first.get_title(), second.get_title()] == ["a.mp4", "b.mp4"]
@@ -209,13 +209,13 @@ def test_budget_profile_curves_and_colours() -> None:
     for name, budgets in PROFILES.items():
         (line,) = [line for line in first.get_lines() if line.get_gid() == f"profile:{name}"]
         assert list(line.get_ydata()) == list(budgets) and list(line.get_xdata()) == [0, 1, 2, 3]
-        assert line.get_color() == figures.ALLOCATION_COLORS[name]
+        assert line.get_color() == figure_common.ALLOCATION_COLORS[name]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         "Uniform Allocation", "Global Uniqueness", "Curvature-Aware (V-CAST)"]
     with pytest.raises(ValueError, match="same number"):
-        figures.build_budget_profiles({"uniform": np.array([1, 2]), "curvature": np.array([3])}, ratio=0.25)
+        budget_profiles_figure.build_budget_profiles({"uniform": np.array([1, 2]), "curvature": np.array([3])}, ratio=0.25)
     with pytest.raises(ValueError, match="nothing to plot"):
-        figures.build_budget_profiles([], ratio=0.25)
+        budget_profiles_figure.build_budget_profiles([], ratio=0.25)
 
 
 def test_budget_profile_title_axes_and_panels_name_the_same_unit() -> None:
@@ -223,13 +223,13 @@ def test_budget_profile_title_axes_and_panels_name_the_same_unit() -> None:
     panels' "(8×16)" was not explained."""
     from vcast.budget_profiles import panel_title
 
-    fig = figures.build_budget_profiles([(panel_title("a.mp4", 4, 16, 2), PROFILES)], ratio=0.25, frames_per_step=2)
+    fig = budget_profiles_figure.build_budget_profiles([(panel_title("a.mp4", 4, 16, 2), PROFILES)], ratio=0.25, frames_per_step=2)
     ax = fig.axes[0]
     texts = {"title": fig.get_suptitle(), "x": ax.get_xlabel(), "y": ax.get_ylabel()}
     assert texts == {"title": "Token budget per temporal patch (2 frames), R = 25%",
                      "x": "Temporal patch index (2 frames each)", "y": "Tokens kept per temporal patch"}
     assert ax.get_title() == "a.mp4: 4 temporal patches \u00d7 16 tokens"
-    fig = figures.build_budget_profiles([(panel_title("b.mp4", 4, 196, 1), PROFILES)], ratio=0.25)
+    fig = budget_profiles_figure.build_budget_profiles([(panel_title("b.mp4", 4, 196, 1), PROFILES)], ratio=0.25)
     ax = fig.axes[0]
     assert (fig.get_suptitle(), ax.get_xlabel(), ax.get_ylabel()) == (
         "Token budget per frame, R = 25%", "Frame index", "Tokens kept per frame")
@@ -248,13 +248,13 @@ def test_files_are_png_and_pdf_written_atomically_and_reproducibly(tmp_path: Pat
     again = figures.plot_frame_scaling(scaling, stem, benchmarks=("MLVU",))
     assert [path.read_bytes() for path in again] == [png, pdf]  # no dates in the files
 
-    other = figures.plot_budget_profiles(PROFILES, tmp_path / "profiles", ratio=0.25)
+    other = budget_profiles_figure.plot_budget_profiles(PROFILES, tmp_path / "profiles", ratio=0.25)
     assert other[0].read_bytes().startswith(PNG_MAGIC) and other[1].read_bytes().startswith(b"%PDF")
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stem = tmp_path / "profiles"
-    old = figures.plot_budget_profiles(PROFILES, stem, ratio=0.25)
+    old = budget_profiles_figure.plot_budget_profiles(PROFILES, stem, ratio=0.25)
     before = [path.read_bytes() for path in old]
 
     def broken_replace(src: str, dst: str) -> None:
@@ -262,7 +262,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
 
     monkeypatch.setattr(atomic_files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        figures.plot_budget_profiles({"uniform": np.array([1, 1])}, stem, ratio=0.5)
+        budget_profiles_figure.plot_budget_profiles({"uniform": np.array([1, 1])}, stem, ratio=0.5)
     assert [path.read_bytes() for path in old] == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles.pdf", "profiles.png"]
 
@@ -341,11 +341,11 @@ def test_budget_profiles_of_ones_own_videos_end_to_end(tiny_dirs: dict, synth_da
     clips = [_clip(synth_data, "cut_000")[0], _clip(synth_data, "cut_001")[0]]
     panels, group = video_profiles(tiny_dirs["qwen3_vl"], clips, frames=16, ratio=0.25, **QWEN_PIXELS)
     assert group == 2
-    paths = figures.plot_budget_profiles(panels, tmp_path / "temporal_allocation", ratio=0.25, frames_per_step=group)
+    paths = budget_profiles_figure.plot_budget_profiles(panels, tmp_path / "temporal_allocation", ratio=0.25, frames_per_step=group)
     assert [p.name for p in paths] == ["temporal_allocation.png", "temporal_allocation.pdf"]
     assert paths[0].read_bytes().startswith(PNG_MAGIC) and paths[1].read_bytes().startswith(b"%PDF")
 
-    fig = figures.build_budget_profiles(panels, ratio=0.25, frames_per_step=group)
+    fig = budget_profiles_figure.build_budget_profiles(panels, ratio=0.25, frames_per_step=group)
     assert [ax.get_title() for ax in fig.axes] == ["cut_000.mp4: 8 temporal patches \u00d7 16 tokens",
                                                    "cut_001.mp4: 8 temporal patches \u00d7 16 tokens"]
     # 16 frames make 8 points: Qwen3-VL's temporal patches of 2 frames, and the title and axes say so.

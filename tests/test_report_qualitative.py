@@ -15,7 +15,7 @@ import pytest
 from tests.support.shared_once import RECORDS_TREE_METHODS, shared_records_tree
 from vcast.report.__main__ import main, qualitative_folder
 from vcast.report.collect import collect
-from vcast.report.figures import build_budget_profiles
+from vcast.report.budget_profiles_figure import build_budget_profiles
 from vcast.report.per_sample import collect_items
 from vcast.report.qualitative import choose_items, item_records, shown_steps, write_qualitative
 from vcast.report.recorded_budgets import CURVE_LABELS, recorded_panels

@@ -20,7 +20,7 @@ from tests.support.shared_once import DEMO_TREE_METHODS, shared_demo_tree
 from vcast.report.__main__ import main
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
-from vcast.report.site_writer import MANIFEST
+from vcast.report.site.writer import MANIFEST
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "results" / "site-screenshots"  # ignored by git (results/*)
@@ -238,7 +238,7 @@ def test_an_interrupted_build_leaves_a_site_whose_links_resolve(demo_results: Pa
     """A build cut off after the cell and item pages, before the experiment page and the index
     (a KeyboardInterrupt there), leaves every link of every page resolving: the stale page of a
     removed cell is deleted only once nothing links to it. The next build finishes the job."""
-    from vcast.report import site as site_module
+    from vcast.report.site import build as site_build
 
     root = tmp_path / "results"
     shutil.copytree(demo_results, root)
@@ -253,7 +253,7 @@ def test_an_interrupted_build_leaves_a_site_whose_links_resolve(demo_results: Pa
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(site_module, "render_experiment", interrupted)
+        patch.setattr(site_build, "render_experiment", interrupted)
         with pytest.raises(KeyboardInterrupt):
             build_site(root / "demo", site)
     item = (site / "demo" / "items" / "vcast_synth" / "vcast_synth-0.html").read_text()

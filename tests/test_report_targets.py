@@ -62,7 +62,7 @@ def demo_tree(tmp_path: Path, tiny_dirs: dict, synth_data: Path) -> Path:
 
 
 def test_a_target_answers_to_its_own_name_its_underscored_name_and_its_experiment(tmp_path: Path) -> None:
-    from vcast.report.__main__ import resolve_target
+    from vcast.report.build_target import resolve_target
     from vcast.report.products import find_product
 
     assert find_product("qwen3vl-8b") is find_product("qwen3vl_8b") is PRODUCTS["qwen3vl-8b"]
@@ -77,7 +77,7 @@ def test_a_target_answers_to_its_own_name_its_underscored_name_and_its_experimen
 def test_the_make_targets_named_are_the_makefiles_table_targets() -> None:
     import re
 
-    from vcast.report.__main__ import make_target
+    from vcast.report.build_target import make_target
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
     listed = re.search(r"^REPORT_TABLES := (.*?)(?<!\\)\n", makefile, re.M | re.S).group(1)

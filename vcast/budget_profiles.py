@@ -11,7 +11,7 @@ A point is one ``T`` step of the tokens (:func:`step_name` says which).
     tokens = video_tokens("Qwen/Qwen3-VL-8B-Instruct", "clip.mp4", frames=32)   # [T, P, D]
     profiles = budget_profiles(tokens, ratio=0.25)                             # name -> [T]
     panels, group = video_profiles("Qwen/Qwen3-VL-8B-Instruct", ["a.mp4", "b.mp4"], frames=32, ratio=0.25)
-    vcast.report.figures.plot_budget_profiles(panels, "budgets", ratio=0.25, frames_per_step=group)
+    vcast.report.budget_profiles_figure.plot_budget_profiles(panels, "budgets", ratio=0.25, frames_per_step=group)
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def video_profiles(model_dir: PathLike, videos: Sequence[PathLike], *, frames: i
     """``(panels, frames per step)`` for several videos with the model loaded once: one panel per
     video, titled with its grid spelt out (``clip.mp4: 8 temporal patches × 16 tokens``, see
     :func:`panel_title`), ``{allocation: budgets [T]}`` each (:func:`budget_profiles`); draw them
-    with :func:`vcast.report.figures.plot_budget_profiles`."""
+    with :func:`vcast.report.budget_profiles_figure.plot_budget_profiles`."""
     if not videos:
         raise ValueError("video_profiles: no videos given")
     reader = VideoTokenReader.load(model_dir, device=device)

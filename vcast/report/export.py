@@ -32,7 +32,7 @@ HIGHLIGHT = r"\rowcolor[rgb]{0.992,0.961,0.973}"
 HIGHLIGHTED_METHOD = "vcast"
 
 
-def _printed(entry: Entry, column: Column) -> str:
+def printed_value(entry: Entry, column: Column) -> str:
     state = entry.states.get(column.key, "missing")
     if state == "oom":
         return "OOM"
@@ -41,7 +41,7 @@ def _printed(entry: Entry, column: Column) -> str:
     return f"{round_half_up(entry.values[column.key], column.digits):.{column.digits}f}"
 
 
-def _vs_paper(paper: Comparison, table: Table, entry: Entry, column: Column) -> Optional[float]:
+def vs_paper(paper: Comparison, table: Table, entry: Entry, column: Column) -> Optional[float]:
     """Our printed value minus the other one (both as the table prints them), or None."""
     published = paper.value(entry.paper_table, table.layout, entry, column.key)
     ours = entry.values.get(column.key, math.nan)
@@ -78,7 +78,7 @@ def csv_text(table: Table, paper: Optional[Comparison] = None) -> str:
         row = [entry.frames, f"{entry.ratio:g}", entry.method, *values]
         if paper is not None:
             for column in columns:
-                diff = _vs_paper(paper, table, entry, column)
+                diff = vs_paper(paper, table, entry, column)
                 row.append("" if diff is None else f"{diff:+.{column.digits}f}")
         for column in intervals:
             width = entry.intervals.get(column.key)
@@ -105,7 +105,7 @@ def _half_width(entry: Entry, column: Column) -> Optional[str]:
 
 
 def _md_cell(entry: Entry, column: Column) -> str:
-    text = _marked(entry, column, _printed(entry, column), "**{}**", "<u>{}</u>")
+    text = _marked(entry, column, printed_value(entry, column), "**{}**", "<u>{}</u>")
     width = _half_width(entry, column)
     text = f"{text} ± {width}" if width is not None else text
     note = entry.notes.get(column.key)
@@ -139,7 +139,7 @@ def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
         for entry in table.rows:
             cells = []
             for column in layout.columns:
-                diff = _vs_paper(paper, table, entry, column)
+                diff = vs_paper(paper, table, entry, column)
                 cells.append(MISSING if diff is None else f"{diff:+.{column.digits}f}")
             lines.append(f"| {entry.label} | {entry.frames} | {entry.ratio:g} | " + " | ".join(cells) + " |")
     notes = table.footnotes()
@@ -149,7 +149,7 @@ def markdown_text(table: Table, paper: Optional[Comparison] = None) -> str:
 
 
 def _tex_cell(entry: Entry, column: Column) -> str:
-    text = _printed(entry, column).replace(MISSING, "-").replace("%", r"\%")
+    text = printed_value(entry, column).replace(MISSING, "-").replace("%", r"\%")
     text = _marked(entry, column, text, r"\textbf{{}}", r"\underline{{}}")
     width = _half_width(entry, column)
     if width is not None:

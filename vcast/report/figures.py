@@ -16,10 +16,9 @@ find them.
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,133 +28,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
-from vcast.atomic_files import atomic_write_bytes
-from vcast.budget_profiles import ALLOCATION_LABELS, step_name
-from vcast.report.collect import one_row_per_cell
+from vcast.report.figure_common import (ALLOCATION_COLORS, FRAME_SCALING_EXPERIMENT, GAIN_COLORS,
+                                        METRIC_LABELS, MINUS, OK, OOM, OOM_STEP, OOM_Y, PathLike, figure_cells,
+                                        no_data, ordered_methods, pct, save_figure)
 from vcast.report.layouts import REFERENCE
-from vcast.report.scoring import CONFIG_DIR
 from vcast.report.names import method_name, model_name
 
+
 logger = logging.getLogger(__name__)
-
-REQUIRED_COLUMNS = ("model", "frames", "ratio", "method", "benchmark", "value", "status")
-OK, OOM = "ok", "oom"
-FORMATS = ("png", "pdf")
-PNG_DPI = 200
-
-# Allocation -> colour of fig:temporal_allocation.
-ALLOCATION_COLORS: dict[str, tuple[float, float, float]] = {
-    "uniform": (0.557, 0.576, 0.596),
-    "uniqueness": (0.400, 0.722, 0.502),
-    "curvature": (0.851, 0.353, 0.373),
-}
-# Compared method -> colour of fig:budget_analysis (its caption's: grey uniform, orange segment-based,
-# blue global uniqueness; V-CAST keeps its curvature red).
-ANALYSIS_COLORS: dict[str, tuple[float, float, float]] = {
-    "visionzip": (0.5, 0.5, 0.5),
-    "fastvid": (0.8, 0.4, 0.1),
-    "holitom": (0.9, 0.6, 0.2),
-    "vidcom2": (0.2, 0.4, 0.7),
-}
-GAIN_COLORS = ("0.65", ALLOCATION_COLORS["curvature"])  # original, + V-CAST budgeting
-METHOD_ORDER = ("vanilla", "visionzip", "vidcom2", "fastvid", "holitom", "flashvid", "vcast",
-                "visionzip_vcast", "vidcom2_vcast")
-FRAME_SCALING_EXPERIMENT = CONFIG_DIR / "experiment" / "frame_scaling.yaml"
-METRIC_LABELS = {
-    "PrefillLatency_s": "Prefill latency (s)",
-    "GenerationLatency_s": "Generation latency (s)",
-    "TotalLatency_s": "Total latency (s)",
-    "PeakMemory_MB": "Peak memory (MB)",
-    "Throughput_items_per_s": "Throughput (items/s)",
-}
-MINUS = "\u2212"  # typographic minus for the annotations
-OOM_Y = 0.05  # axes fraction of the lowest OOM marker
-OOM_STEP = 0.07  # markers of several methods at one frame count stack upwards
-
-PathLike = Union[str, Path]
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing
-# ---------------------------------------------------------------------------------------------
-
-def save_figure(figure: Figure, out_stem: PathLike) -> list[Path]:
-    """Write ``<out_stem>.png`` and ``<out_stem>.pdf``; returns their paths.
-
-    Dates and tool versions are left out of the metadata, so the same figure gives the same bytes.
-    """
-    out_stem = Path(out_stem)
-    written = []
-    for fmt in FORMATS:
-        path = out_stem.parent / f"{out_stem.name}.{fmt}"
-        buffer = io.BytesIO()
-        metadata = {"CreationDate": None, "Producer": None} if fmt == "pdf" else {"Software": None}
-        # tight: a wide legend under a single narrow panel must not be clipped
-        figure.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata, bbox_inches="tight")
-        atomic_write_bytes(path, buffer.getvalue())
-        written.append(path)
-    logger.info("wrote %s", ", ".join(map(str, written)))
-    return written
-
-
-# ---------------------------------------------------------------------------------------------
-# Selecting cells
-# ---------------------------------------------------------------------------------------------
-
-def _check_columns(df: pd.DataFrame) -> None:
-    missing = [column for column in REQUIRED_COLUMNS if column not in df.columns]
-    if missing:
-        raise ValueError(f"the results frame lacks column(s) {missing}; it has {list(df.columns)}")
-
-
-def _cells(df: pd.DataFrame, *, model: str, methods: Sequence[str], ratio: float, benchmarks: Sequence[str],
-           frames: Optional[int] = None, task: Optional[str] = None) -> pd.DataFrame:
-    """One row per (method, frames, benchmark): vanilla at ratio 1, the others at ``ratio``.
-
-    The same cell can appear in several experiments (grids overlap): the rule of
-    :func:`vcast.report.collect.one_row_per_cell` picks one. Failed cells are dropped.
-    """
-    _check_columns(df)
-    at_ratio = np.where(df["method"] == REFERENCE, np.isclose(df["ratio"], 1.0), np.isclose(df["ratio"], ratio))
-    keep = (df["model"] == model) & df["method"].isin(list(methods)) & df["benchmark"].isin(list(benchmarks))
-    keep &= at_ratio
-    if frames is not None:
-        keep &= df["frames"] == frames
-    if task is not None:
-        if "task" not in df.columns:
-            raise ValueError(f"the results frame lacks the task column needed to pick task={task!r}")
-        keep &= df["task"] == task
-    rows = df[keep]
-    if "experiment" not in rows.columns:
-        rows = rows.assign(experiment="")
-    cells = one_row_per_cell(rows, ["method", "frames", "benchmark"])
-    finished = (cells["status"] == OK) & np.isfinite(cells["value"].astype(float))
-    return cells[finished | (cells["status"] == OOM)].reset_index(drop=True)
-
-
-def _ordered_methods(present: Sequence[str]) -> list[str]:
-    known = [m for m in METHOD_ORDER if m in present]
-    return known + sorted(m for m in set(present) if m not in METHOD_ORDER)
-
-
-def _no_data(figure_name: str, **asked: Any) -> ValueError:
-    what = ", ".join(f"{key}={value!r}" for key, value in asked.items())
-    return ValueError(f"{figure_name}: no results for {what}")
-
-
-def _pct(ratio: float) -> str:
-    return f"{ratio * 100:g}%"
-
-
-def _figure_legend(figure: Figure, axes: Sequence[Axes], columns: int) -> None:
-    """One legend for the whole figure, entries in first-seen order, below the panels."""
-    handles: dict[str, Any] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        figure.legend(list(handles.values()), list(handles), loc="outside lower center",
-                      ncol=min(columns, len(handles)), frameon=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,10 +61,10 @@ def build_frame_scaling(df: pd.DataFrame, *, model: str = "qwen3vl_8b", ratio: f
     labelled ``OOM``; failed and missing cells are skipped.
     """
     wanted = [REFERENCE] + [m for m in (methods or frame_scaling_methods()) if m != REFERENCE]
-    cells = _cells(df, model=model, methods=wanted, ratio=ratio, benchmarks=benchmarks)
+    cells = figure_cells(df, model=model, methods=wanted, ratio=ratio, benchmarks=benchmarks)
     if cells.empty:
-        raise _no_data("frame_scaling", model=model, ratio=ratio, methods=wanted, benchmarks=list(benchmarks))
-    lines = _ordered_methods([m for m in wanted if m in set(cells["method"])])
+        raise no_data("frame_scaling", model=model, ratio=ratio, methods=wanted, benchmarks=list(benchmarks))
+    lines = ordered_methods([m for m in wanted if m in set(cells["method"])])
     frame_ticks = sorted(int(f) for f in cells["frames"].unique())
     colors = {method: "black" if method == REFERENCE else f"C{index}" for index, method in enumerate(lines)}
     styles = {method: "--" if method == REFERENCE else "-" for method in lines}
@@ -221,7 +101,7 @@ def build_frame_scaling(df: pd.DataFrame, *, model: str = "qwen3vl_8b", ratio: f
         ax.set_xlabel("Frames")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Accuracy (%)")
-    figure.suptitle(f"{model_name(model)}, R = {_pct(ratio)}")
+    figure.suptitle(f"{model_name(model)}, R = {pct(ratio)}")
     # Proxies, so a method that only ever ran out of memory still has its entry.
     handles = [Line2D([], [], color=colors[m], linestyle=styles[m], marker="o", markersize=4) for m in lines]
     figure.legend(handles, [method_name(m) for m in lines], loc="outside lower center", ncol=len(lines), frameon=False)
@@ -259,10 +139,10 @@ def build_budget_gains(df: pd.DataFrame, *, model: str = "qwen3vl_8b", frames: i
     """One panel per (original, original + V-CAST budgeting) pair: grouped bars per benchmark,
     the gain (``+V-CAST - original``, in points) written above each group that has both."""
     methods = [method for pair in pairs for method in pair]
-    cells = _cells(df, model=model, methods=methods, ratio=ratio, benchmarks=benchmarks, frames=frames)
+    cells = figure_cells(df, model=model, methods=methods, ratio=ratio, benchmarks=benchmarks, frames=frames)
     cells = cells[cells["status"] == OK]
     if cells.empty:
-        raise _no_data("budget_gains", model=model, frames=frames, ratio=ratio, methods=methods,
+        raise no_data("budget_gains", model=model, frames=frames, ratio=ratio, methods=methods,
                        benchmarks=list(benchmarks))
     value = {(row.method, row.benchmark): float(row.value) for row in cells.itertuples()}
 
@@ -296,7 +176,7 @@ def build_budget_gains(df: pd.DataFrame, *, model: str = "qwen3vl_8b", frames: i
         ax.set_title(method_name(original), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("Accuracy (%)")
-    figure.suptitle(f"{model_name(model)}, {frames} frames, R = {_pct(ratio)}")
+    figure.suptitle(f"{model_name(model)}, {frames} frames, R = {pct(ratio)}")
     handles = [Patch(color=color) for color in GAIN_COLORS]
     figure.legend(handles, ["Original", "+ V-CAST budgeting"], loc="outside lower center", ncol=2, frameon=False)
     return figure
@@ -335,10 +215,10 @@ def build_efficiency_bars(df: pd.DataFrame, *, model: str = "llava_ov_7b", frame
                           metrics: Sequence[str] = ("PrefillLatency_s", "TotalLatency_s", "PeakMemory_MB")) -> Figure:
     """One bar panel per efficiency metric, one bar per method, each non-vanilla bar annotated
     with its speed-up or memory change against vanilla (when vanilla's value is there)."""
-    cells = _cells(df, model=model, methods=methods, ratio=ratio, benchmarks=metrics, frames=frames, task=task)
+    cells = figure_cells(df, model=model, methods=methods, ratio=ratio, benchmarks=metrics, frames=frames, task=task)
     cells = cells[cells["status"] == OK]
     if cells.empty:
-        raise _no_data("efficiency_bars", model=model, frames=frames, ratio=ratio, task=task, methods=list(methods),
+        raise no_data("efficiency_bars", model=model, frames=frames, ratio=ratio, task=task, methods=list(methods),
                        metrics=list(metrics))
     value = {(row.method, row.benchmark): float(row.value) for row in cells.itertuples()}
     colors = {method: (ALLOCATION_COLORS["curvature"] if method == "vcast" else "0.35" if method == REFERENCE
@@ -365,7 +245,7 @@ def build_efficiency_bars(df: pd.DataFrame, *, model: str = "llava_ov_7b", frame
         ax.set_xticks(range(len(methods)), [method_name(m) for m in methods], rotation=20)
         ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    figure.suptitle(f"{model_name(model)} on {task}, {frames} frames, R = {_pct(ratio)}")
+    figure.suptitle(f"{model_name(model)} on {task}, {frames} frames, R = {pct(ratio)}")
     return figure
 
 
@@ -377,82 +257,3 @@ def plot_efficiency_bars(df: pd.DataFrame, out_stem: PathLike, *, model: str = "
     """fig:llava_ov_efficiency as PNG and PDF (see :func:`build_efficiency_bars`)."""
     return save_figure(build_efficiency_bars(df, model=model, frames=frames, ratio=ratio, task=task,
                                              methods=methods, metrics=metrics), out_stem)
-
-
-# ---------------------------------------------------------------------------------------------
-# fig:temporal_allocation
-# ---------------------------------------------------------------------------------------------
-
-Profiles = Mapping[str, np.ndarray]
-
-
-def _panels(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]]) -> list[tuple[str, Profiles]]:
-    panels = [("", profiles)] if isinstance(profiles, Mapping) else list(profiles)
-    if not panels or any(not panel for _, panel in panels):
-        raise ValueError("budget profiles: nothing to plot (no video, or a video with no allocation)")
-    for title, panel in panels:
-        lengths = {name: len(budgets) for name, budgets in panel.items()}
-        if len(set(lengths.values())) != 1 or 0 in lengths.values():
-            raise ValueError(f"budget profiles {title!r}: every allocation needs the same number (> 0) of frames, "
-                             f"got {lengths}")
-    return panels
-
-
-def budget_profile_labels(frames_per_step: int) -> dict[str, str]:
-    """Title, x and y label of the budget-profile figure, all naming the same unit: a frame, or a
-    temporal patch of ``frames_per_step`` frames (Qwen3-VL)."""
-    step = step_name(frames_per_step)
-    if frames_per_step == 1:
-        return {"title": "Token budget per frame", "x": "Frame index", "y": "Tokens kept per frame"}
-    return {"title": f"Token budget per {step} ({frames_per_step} frames)",
-            "x": f"{step.capitalize()} index ({frames_per_step} frames each)", "y": f"Tokens kept per {step}"}
-
-
-def build_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], *, ratio: float,
-                          frames_per_step: int = 1, labels: Optional[Mapping[str, str]] = None) -> Figure:
-    """Budget curves, one point per frame or temporal patch, one panel per video.
-
-    Args:
-        profiles: ``{allocation: int array [T]}`` for one video (see
-            :func:`vcast.report.budget_profile.budget_profiles`), or a list of
-            ``(title, profiles)`` for several.
-        ratio: the retention ratio the budgets were computed at (for the title).
-        frames_per_step: frames behind a point: 1 (a frame, LLaVA), or a temporal patch of
-            several frames (Qwen3-VL: 2); the title and both axes say it.
-        labels: legend label per curve key, over :data:`vcast.budget_profiles.ALLOCATION_LABELS`.
-    """
-    axis = budget_profile_labels(frames_per_step)
-    panels = _panels(profiles)
-    figure = Figure(figsize=(4.6 * len(panels), 3.2), layout="constrained")
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (title, panel) in zip(axes, panels):
-        for index, (name, budgets) in enumerate(panel.items()):
-            budgets = np.asarray(budgets)
-            is_vcast = name == "curvature"
-            ax.plot(np.arange(len(budgets)), budgets,
-                    color=ALLOCATION_COLORS.get(name, ANALYSIS_COLORS.get(name, f"C{index + 3}")),
-                    label=(labels or {}).get(name, ALLOCATION_LABELS.get(name, name)), gid=f"profile:{name}",
-                    marker="o",
-                    markersize=3 if is_vcast else 2, linewidth=2.0 if is_vcast else 1.4, zorder=3 if is_vcast else 2)
-        ax.set_xlabel(axis["x"])
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(axis["y"])
-    figure.suptitle(f"{axis['title']}, R = {_pct(ratio)}")
-    _figure_legend(figure, axes, columns=min(len(ALLOCATION_COLORS), max(len(panel) for _, panel in panels)))
-    return figure
-
-
-def plot_budget_profiles(profiles: Union[Profiles, Sequence[tuple[str, Profiles]]], out_stem: PathLike, *,
-                         ratio: float, frames_per_step: int = 1,
-                         labels: Optional[Mapping[str, str]] = None) -> list[Path]:
-    """Budget profiles (fig:temporal_allocation, fig:budget_analysis) as PNG and PDF (see
-    :func:`build_budget_profiles`)."""
-    return save_figure(build_budget_profiles(profiles, ratio=ratio, frames_per_step=frames_per_step, labels=labels),
-                       out_stem)
-
-
-def artists_with_gid(figure: Figure, gid: str) -> list[Any]:
-    """Lines and bars of ``figure`` whose gid is ``gid`` (all panels, in panel order)."""
-    return [artist for ax in figure.axes for artist in [*ax.get_lines(), *ax.patches] if artist.get_gid() == gid]
-

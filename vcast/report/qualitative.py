@@ -223,7 +223,7 @@ def write_qualitative(results: Path, experiment: str, out: Path, *, ratio: float
     write ``<out>/qualitative-<experiment>-<task>-<doc>.{png,pdf}``; ``(files written, problems)``:
     an item whose video is missing or whose cells recorded no kept tokens is named and skipped."""
     from vcast.eval.video import open_video
-    from vcast.report.figures import save_figure
+    from vcast.report.figure_common import save_figure
     from vcast.report.per_sample import collect_items
     from vcast.report.task_docs import item_visuals
 

@@ -31,7 +31,7 @@ from vcast.report.collect import usual_frames
 logger = logging.getLogger(__name__)
 
 # Figure -> (curve key, cell method) in legend order; keys with a colour of their own in
-# vcast.report.figures.ALLOCATION_COLORS keep it.
+# vcast.report.figure_common.ALLOCATION_COLORS keep it.
 FIGURE_METHODS: dict[str, tuple[tuple[str, str], ...]] = {
     "budget-profiles": (("uniform", "vcast_uniform"), ("uniqueness", "vcast_uniqueness"), ("curvature", "vcast")),
     "budget-analysis": (("visionzip", "visionzip"), ("fastvid", "fastvid"), ("holitom", "holitom"),

@@ -46,220 +46,24 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import ScaledTranslation, Transform
 
-from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT, SIDE_COLUMNS, one_row_per_cell
-from vcast.report.figures import ALLOCATION_COLORS, save_figure
-from vcast.report.layouts import MAIN_AVERAGE, REFERENCE
+from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT
+from vcast.report.figure_common import ALLOCATION_COLORS, save_figure
+from vcast.report.layouts import REFERENCE
 from vcast.report.names import method_name, model_name
-from vcast.report.shared_reasons import SharedReasons
+from vcast.report.tradeoff_points import (MEMORY, METRIC_LABELS, METRICS, PREFILL,  # noqa: F401 (METRICS: re-exported)
+                                          SHORT_LABELS, accuracy_benchmarks, drawn_metrics, memory_note,
+                                          tradeoff_points)
+from vcast.report.tradeoff_spots import (BADGE_SIZE, EDGE, SPREAD_MAX, axis_range, coinciding, spot_lines,
+                                         spread_offsets)
 
 logger = logging.getLogger(__name__)
 
-PREFILL, MEMORY = "PrefillLatency_s", "PeakMemory_MB"
-METRICS = (KEPT_PERCENT, LAYER_PERCENT, PREFILL, MEMORY)
-METRIC_LABELS = {
-    KEPT_PERCENT: "Kept video tokens (%)",
-    LAYER_PERCENT: "Layer-averaged retention (%)",
-    PREFILL: "Prefill latency (s, summed over items)",
-    MEMORY: "Peak memory (MB)",
-}
-SHORT_LABELS = {KEPT_PERCENT: "{:.3g}% kept", LAYER_PERCENT: "{:.3g}% layer-avg", PREFILL: "{:.3g} s prefill",
-                MEMORY: "{:.0f} MB"}
-# How a cost is combined over a point's tasks (one cell per benchmark task).
-AGGREGATE = {KEPT_PERCENT: "mean", LAYER_PERCENT: "mean", PREFILL: "sum", MEMORY: "max"}
-# LayerAvgPct is drawn only when some method's differs from its kept share by more than this (points).
-LAYER_DIFFERS = 0.5
+PathLike = Union[str, Path]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "d")  # no star: that is vanilla's
 VCAST = "vcast"
-# The memory meter of a cell on a GPU (vcast.models.meters); anything else is CPU process memory.
-CUDA_MEMORY = "cuda_max_allocated"
-
 ACCURACY_RANGE = (0.0, 100.0)  # y is a percentage: the axis never leaves it
 MIN_ACCURACY_SPAN = 4.0  # points: the y axis never zooms in closer than this
-AXIS_PAD = 0.08  # of the span, on each side of the data
 PERCENT_XLIM = (0.0, 106.0)  # the kept and layer-averaged shares
-TOUCH = 0.025  # axes fraction: closer than this in x and in y, two markers cover each other
-EDGE = 0.12  # axes fraction: a spot this close to a side is spread away from it only
-SPREAD_STEP_PT = 7.5  # points between neighbouring markers on a spread circle
-SPREAD_MIN_RADIUS_PT = 6.5
-ANCHORED_MIN_RADIUS_PT = 10.0  # around vanilla's (larger) star
-NAMES_PER_LINE = 4  # in the list of spots beside the plot
-SPREAD_MAX = 7  # a spot with more points gets one numbered badge instead (the list names them)
-BADGE_SIZE = 14  # points
-
-PathLike = Union[str, Path]
-
-
-def accuracy_benchmarks(frame: pd.DataFrame) -> list[str]:
-    """The benchmarks averaged into y: the paper's four when all are present, else every
-    benchmark column that is not a per-group breakdown (``VideoMME-Short`` ...) or a cost."""
-    present = set(frame["benchmark"])
-    if set(MAIN_AVERAGE) <= present:
-        return list(MAIN_AVERAGE)
-    return sorted(b for b in present if b not in SIDE_COLUMNS and "-" not in b)
-
-
-def _pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``[N]`` bool: not dominated (lower x and higher y are better). Equal points: the first wins."""
-    order = sorted(range(len(x)), key=lambda i: (x[i], -y[i], i))
-    front = np.zeros(len(x), dtype=bool)
-    best = -np.inf
-    for i in order:
-        if y[i] > best:
-            front[i] = True
-            best = y[i]
-    return front
-
-
-def _memory_sources(values: pd.DataFrame) -> set[str]:
-    """The recorded memory meters of some cells (empty where none is recorded)."""
-    if "memory_source" not in values.columns:
-        return set()
-    return {str(s) for s in values["memory_source"] if isinstance(s, str) and s}
-
-
-def tradeoff_points(frame: pd.DataFrame, *, model: str, experiments: Optional[Sequence[str]] = None,
-                    benchmarks: Optional[Sequence[str]] = None) -> pd.DataFrame:
-    """One row per (frames, method, ratio) with every benchmark of ``benchmarks`` finished.
-
-    Columns: ``frames, method, ratio, accuracy, tasks`` (how many task cells), one column per
-    cost of :data:`METRICS` (NaN where a cell lacks it), ``memory_source`` (the cells' memory
-    meters, comma-joined; empty when not recorded) and ``pareto_<metric>`` (bool, among the
-    points of the same frame count with that cost). Peak memory measured on CPU is NaN.
-    """
-    rows = frame[(frame["model"] == model) & (frame["status"] == "ok") & np.isfinite(frame["value"].astype(float))]
-    if experiments:
-        rows = rows[rows["experiment"].isin(list(experiments))]
-    rows = one_row_per_cell(rows, ["frames", "ratio", "method", "task", "benchmark"])
-    wanted = list(benchmarks) if benchmarks else accuracy_benchmarks(rows)
-    if not wanted:
-        raise ValueError(f"trade-off: no benchmark scores for model {model!r}")
-    points = []
-    # A grid of CPU cells shares one reason: said once, with the count and a few points.
-    lacking, off_gpu = SharedReasons(), SharedReasons()
-    for (frames, method, ratio), cell in rows.groupby(["frames", "method", "ratio"], sort=True):
-        scores = cell[cell["benchmark"].isin(wanted)]
-        where = f"{method} {frames:g}f r={ratio:g}"
-        if set(scores["benchmark"]) != set(wanted):
-            lacking.add(", ".join(sorted(set(wanted) - set(scores["benchmark"]))), where)
-            continue
-        tasks = sorted(scores["task"].unique())
-        point = {"frames": int(frames), "method": method, "ratio": float(ratio),
-                 "accuracy": float(scores.groupby("benchmark")["value"].first().mean()), "tasks": len(tasks)}
-        for metric in METRICS:
-            values = cell[(cell["benchmark"] == metric) & cell["task"].isin(tasks)]
-            point[metric] = (float(values["value"].agg(AGGREGATE[metric])) if len(values) == len(tasks)
-                             else np.nan)
-            if metric == MEMORY:
-                sources = _memory_sources(values)
-                point["memory_source"] = ",".join(sorted(sources))
-                if _off_gpu(point["memory_source"]) and np.isfinite(point[MEMORY]):
-                    off_gpu.add(point["memory_source"], where)
-                    point[MEMORY] = np.nan
-        points.append(point)
-    lacking.log(logger, logging.INFO, "trade-off: {count} point(s) lack {reason}; not drawn")
-    off_gpu.log(logger, logging.INFO, "trade-off: peak memory of {count} point(s) is {reason} (process memory of CPU "
-                "runs, not GPU memory); not drawn")
-    table = pd.DataFrame(points, columns=["frames", "method", "ratio", "accuracy", "tasks", *METRICS, "memory_source"])
-    for metric in METRICS:
-        table[f"pareto_{metric}"] = False
-        for _, group in table.groupby("frames"):
-            finite = group[np.isfinite(group[metric].astype(float))]
-            if not finite.empty:
-                table.loc[finite.index, f"pareto_{metric}"] = _pareto(finite[metric].to_numpy(float),
-                                                                      finite["accuracy"].to_numpy(float))
-    return table
-
-
-def drawn_metrics(points: pd.DataFrame) -> list[str]:
-    """The costs with a value for some pruned point; the layer-averaged one only when it differs."""
-    pruned = points[points["method"] != REFERENCE]
-    metrics = [m for m in METRICS if np.isfinite(pruned[m].astype(float)).any()]
-    if LAYER_PERCENT in metrics:
-        gap = (pruned[KEPT_PERCENT] - pruned[LAYER_PERCENT]).abs()
-        if not (gap > LAYER_DIFFERS).any():
-            metrics.remove(LAYER_PERCENT)
-    return metrics
-
-
-def _off_gpu(sources: str) -> bool:
-    """Whether some of ``memory_source``'s comma-joined meters is not the GPU's."""
-    return bool({s for s in sources.split(",") if s} - {CUDA_MEMORY})
-
-
-def memory_note(points: pd.DataFrame) -> Optional[str]:
-    """What the figure says about peak memory measured on CPU (None when every cell ran on a GPU
-    or recorded no meter)."""
-    if "memory_source" not in points.columns:
-        return None
-    cpu = points[points["memory_source"].fillna("").map(_off_gpu)]
-    if cpu.empty:
-        return None
-    if MEMORY in drawn_metrics(points):
-        return f"Peak memory: {len(cpu)} point(s) measured on CPU left out (process memory, not meaningful)"
-    return "Peak memory not drawn: the cells ran on CPU (process memory, not meaningful)"
-
-
-def axis_range(values: Sequence[float], *, min_span: float, pad: float = AXIS_PAD,
-               bounds: tuple[float, float] = (-math.inf, math.inf)) -> tuple[float, float]:
-    """Limits around ``values``: their span (at least ``min_span``, centred on them) widened by
-    ``pad`` of it on each side, then moved (and if need be cut) into ``bounds``."""
-    finite = np.asarray(values, dtype=float)
-    finite = finite[np.isfinite(finite)]
-    if not finite.size:
-        raise ValueError("axis_range: no finite value")
-    low, high = float(finite.min()), float(finite.max())
-    if high - low < min_span:
-        middle = (low + high) / 2
-        low, high = middle - min_span / 2, middle + min_span / 2
-    margin = pad * (high - low)
-    low, high = low - margin, high + margin
-    if low < bounds[0]:
-        low, high = bounds[0], min(bounds[1], high + bounds[0] - low)
-    if high > bounds[1]:
-        low, high = max(bounds[0], low - (high - bounds[1])), bounds[1]
-    return float(low), float(high)
-
-
-def coinciding(x: Sequence[float], y: Sequence[float], xlim: tuple[float, float], ylim: tuple[float, float],
-               touch: float = TOUCH, order: Optional[Sequence[int]] = None) -> list[list[int]]:
-    """Groups (two or more indices) of points whose markers cover each other. A group starts at
-    the first point of ``order`` (default: by x, then y) not in one yet, its anchor, and takes
-    every other such point within ``touch`` of the axes' width in x and of its height in y of it."""
-    u = (np.asarray(x, dtype=float) - xlim[0]) / (xlim[1] - xlim[0])
-    v = (np.asarray(y, dtype=float) - ylim[0]) / (ylim[1] - ylim[0])
-    order = list(order) if order is not None else sorted(range(len(u)), key=lambda i: (u[i], v[i], i))
-    grouped: set[int] = set()
-    groups = []
-    for anchor in order:
-        if anchor in grouped:
-            continue
-        group = [anchor] + [i for i in order if i != anchor and i not in grouped
-                            and abs(u[i] - u[anchor]) <= touch and abs(v[i] - v[anchor]) <= touch]
-        grouped.update(group)
-        if len(group) > 1:
-            groups.append(group)
-    return groups
-
-
-def spread_offsets(count: int, *, anchored: bool = False,
-                   toward: tuple[int, int] = (0, 0)) -> list[tuple[float, float]]:
-    """Offsets (points) that set ``count`` markers of one spot apart, :data:`SPREAD_STEP_PT` from
-    each other: evenly on a circle around it (clockwise from the upper left), or, for a spot at a
-    side of the axes, on the half (at a corner the quarter) of it facing ``toward`` (x, y signs:
-    ``(0, 1)`` upwards). ``anchored``: the first stays on the spot and the others go around it."""
-    ring = count - 1 if anchored else count
-    smallest = ANCHORED_MIN_RADIUS_PT if anchored else SPREAD_MIN_RADIUS_PT
-    offsets = [(0.0, 0.0)] if anchored else []
-    if toward == (0, 0):
-        radius = max(smallest, ring * SPREAD_STEP_PT / (2 * math.pi))
-        angles = [135.0 - 360.0 * k / ring for k in range(ring)]
-    else:
-        span = 180.0 if 0 in toward else 90.0
-        middle = math.degrees(math.atan2(toward[1], toward[0]))
-        radius = max(smallest, ring * SPREAD_STEP_PT / math.radians(span))
-        angles = [middle + span / 2 - span * (k + 0.5) / ring for k in range(ring)]
-    offsets.extend((radius * math.cos(math.radians(a)), radius * math.sin(math.radians(a))) for a in angles)
-    return offsets
 
 
 def _style(methods: Sequence[str]) -> dict[str, dict]:
@@ -459,17 +263,6 @@ def _draw_panel(ax: Axes, at: pd.DataFrame, metric: str, methods: Sequence[str],
                     xytext=(offset[0] + reach * direction[0], offset[1] + reach * direction[1]),
                     ha="left" if direction[0] >= 0 else "right", va="center", fontsize=7, color="0.15",
                     gid=f"pareto-label:{row['method']}:{metric}", zorder=8)
-
-
-def spot_lines(spots: Sequence[dict]) -> list[str]:
-    """The list beside the plot: per numbered spot, where it is and every point drawn around it."""
-    lines = []
-    for spot in spots:
-        names = spot["names"]
-        rows = [", ".join(names[i:i + NAMES_PER_LINE]) for i in range(0, len(names), NAMES_PER_LINE)]
-        lines.append(f"[{spot['number']}] {spot['prefix']}{' / '.join(spot['where'])}, {spot['accuracy']:.1f}%:\n"
-                     + ",\n".join(f"    {row}" for row in rows))
-    return lines
 
 
 def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy (%)") -> Figure:

@@ -27,10 +27,10 @@ import numpy as np
 from vcast.atomic_files import atomic_write_bytes
 from vcast.report.per_sample import doc_order, read_items, sample_prompt, sample_reply
 from vcast.report.scoring import MalformedCell, TaskScoring
+from vcast.report.task_docs import item_visuals, load_task
 from vcast.results.record import CellRecord
 from vcast.results.tree import Cell, CellFileError
 from vcast.sweep.cell import CellSpec
-from vcast.report.task_docs import item_visuals, load_task
 from vcast.viz import default_steps, record_frames
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,226 @@
+"""The item browser's pages: one per item (every method's answer, the frames, the kept maps) and
+an index per experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import vcast.viz
+from vcast.report.scoring import load_task_scorings
+from vcast.report.site import html as H
+from vcast.report.site.discovery import Experiment, cell_label, cell_order
+from vcast.report.site.items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, write_kept_map
+from vcast.report.site.writer import SiteWriter
+
+
+@dataclass
+class Media:
+    """What an item page shows besides the answers."""
+
+    frames: list[tuple[str, str]] = field(default_factory=list)    # (site path, caption)
+    frames_note: str = ""
+    kept: list[tuple[str, str, str]] = field(default_factory=list)  # (label, site path or "", caption or why not)
+    curves: list[tuple[str, list[int]]] = field(default_factory=list)
+    per_step: Optional[int] = None
+    kept_note: str = ""
+
+
+def item_stem(item: Item) -> str:
+    return H.slug(f"{item.lmms_task}-{item.doc_id}")
+
+
+def item_page(experiment: Experiment, item: Item) -> str:
+    return f"{experiment.slug}/items/{H.slug(item.task)}/{item_stem(item)}.html"
+
+
+def kept_caption(label: str, record: Any) -> str:
+    """What a kept map shows: the tokens kept (of an in-LLM method: those its last stage's layers
+    see, the map's mask), the grid, and whether the kept places hold merges."""
+    t, h, w = record.geometry.grid
+    total = int(record.kept.size)
+
+    def share(mask: Any) -> str:
+        return f"{int(mask.sum())}/{total} tokens ({100 * int(mask.sum()) / max(total, 1):.0f}%)"
+
+    if record.stages:
+        layer, mask = record.stages[-1]
+        text = f"{label}: {share(record.kept)} enter the language model, {share(mask)} from layer {layer} on (shown)"
+    else:
+        text = f"{label}: {share(record.kept)} kept"
+    text += f"; {t} temporal steps of {h}×{w} tokens"
+    return text + ("; the kept places hold merged tokens" if record.merged else "")
+
+
+def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: dict[str, tuple[SiteCell, str]],
+               docs: TaskDocs, records: dict[str, dict[tuple[str, int, int], Any]], problems: list[str]) -> Media:
+    """Draw (or keep) the item's frame strips and kept maps; what its page shows of them."""
+    media = Media()
+    videos, why = docs.videos(item.doc_id)
+    media_dir = f"{experiment.slug}/items/{H.slug(item.task)}/media"
+    answered = [cells[a.cell] for a in item.answers if a.cell in cells]
+    if not videos:
+        media.frames_note = f"No frames: {why}."
+    readings = sorted({(c.spec.frames, c.spec.plugin) for c, _ in answered if c.spec is not None})
+    for number, video in enumerate(videos):
+        for frames, plugin in readings:
+            reader = "llava" if "llava" in plugin else "qwen"
+            rel = f"{media_dir}/{item_stem(item)}-v{number}-{frames}f-{reader}.png"
+            try:
+                caption = writer.produce(rel, [video], {"frames": frames, "reader": reader},
+                                         lambda path: write_frames_strip(path, video, frames, plugin))
+            except (OSError, ValueError, RuntimeError) as error:
+                problems.append(f"{item.name}: frames of {video} not read: {error}")
+                media.frames_note = f"No frames: {video}: {error}."
+                continue
+            media.frames.append((rel, f"{video.name}: {caption}"))
+    with_records = [(c, label) for c, label in answered if records.get(c.rel)]
+    if not with_records:
+        media.kept_note = ("No kept-token records in these cells (<cell>/kept/rank*.jsonl: the plugins write them "
+                           "when the run records kept tokens).")
+        return media
+    viz_inputs = [Path(vcast.viz.__file__)]  # a change in the drawing redraws the maps
+    for cell, label in answered:
+        found = [(key, r) for key, r in sorted(records.get(cell.rel, {}).items())
+                 if key[0] == item.lmms_task and str(key[1]) == item.doc_id]
+        if not found:
+            media.kept.append((label, "", "no kept-token records in this cell" if not records.get(cell.rel) else
+                               "no kept-token record of this item in this cell"))
+            continue
+        for (_, _, number), record in found:
+            media.curves.append((label if len(found) == 1 else f"{label} video {number}", list(record.budgets)))
+            media.per_step = record.geometry.grid[1] * record.geometry.grid[2]
+            if number >= len(videos):
+                media.kept.append((label, "", f"kept map not drawn: no video {number} ({why or 'not found'})"))
+                continue
+            rel = f"{media_dir}/{item_stem(item)}-v{number}-kept-{H.slug(cell.rel.replace('/', '--'))}.png"
+            inputs = [videos[number], *cell.source.kept_files(), *viz_inputs]
+            try:
+                writer.produce(rel, inputs, {"cell": cell.rel, "video": number},
+                               lambda path, video=videos[number], record=record: write_kept_map(path, video, record))
+            except (OSError, ValueError, RuntimeError) as error:
+                problems.append(f"{item.name}: kept map of {cell.rel} not drawn: {error}")
+                media.kept.append((label, "", f"kept map not drawn: {error}"))
+                continue
+            media.kept.append((label, rel, kept_caption(label, record)))
+    return media
+
+
+def render_item(experiment: Experiment, item: Item, media: Media, previous: Optional[Item], following: Optional[Item]
+                ) -> str:
+    page = item_page(experiment, item)
+    body = []
+    links = []
+    if previous is not None:
+        links.append(f'<a href="{H.esc(H.href(page, item_page(experiment, previous)))}">← {H.esc(previous.name)}</a>')
+    if following is not None:
+        target = H.href(page, item_page(experiment, following))
+        links.append(f'<a href="{H.esc(target)}">{H.esc(following.name)} →</a>')
+    if links:
+        body.append(f"<p>{' · '.join(links)}</p>\n")
+    body.append(f"<h2>Question</h2>\n<pre class=\"question\">{H.esc(item.question or '(not logged)')}</pre>\n"
+                f"<p>Right answer: <strong class=\"target\">{H.esc(item.target or '(not logged)')}</strong></p>\n")
+    body.append("<h2>Frames</h2>\n")
+    for rel, caption in media.frames:
+        body.append(f'<figure><img src="{H.esc(H.href(page, rel))}" alt="frames"><figcaption>{H.esc(caption)}'
+                    "</figcaption></figure>\n")
+    if media.frames_note:
+        body.append(f"<p class=\"note\">{H.esc(media.frames_note)}</p>\n")
+    rows = []
+    for answer in item.answers:
+        verdict = ("<span class=\"right\">right</span>" if answer.correct else "<span class=\"wrong\">wrong</span>"
+                   if answer.correct is not None else "")
+        cell_link = f'<a href="{H.esc(H.href(page, experiment.cell_page(answer.cell)))}">cell</a>'
+        rows.append([H.esc(answer.label), H.esc(answer.answer), H.esc(answer.reply), verdict, cell_link])
+    body.append("<h2>Answers</h2>\n" + H.table(["method", "answer", "reply", "correct", "cell"], rows, raw=True,
+                                                table_id="answers"))
+    body.append("<h2>Kept tokens</h2>\n")
+    if media.kept_note:
+        body.append(f"<p class=\"note\">{H.esc(media.kept_note)}</p>\n")
+    if media.curves:
+        body.append("<h3>Tokens kept per temporal step</h3>\n" + H.budget_svg(media.curves, media.per_step))
+    for label, rel, caption in media.kept:
+        if rel:
+            body.append(f'<figure class="kept"><img src="{H.esc(H.href(page, rel))}" alt="kept tokens: '
+                        f'{H.esc(label)}" loading="lazy"><figcaption>{H.esc(caption)}</figcaption></figure>\n')
+        else:
+            body.append(f"<p><strong>{H.esc(label)}</strong>: <span class=\"muted\">{H.esc(caption)}</span></p>\n")
+    crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", experiment.items_page),
+              (item.name, None)]
+    title = item.name if item.task == item.lmms_task else f"{item.task}: {item.name}"
+    return H.page(page, title, "".join(body), crumbs)
+
+
+def render_items_index(experiment: Experiment, by_task: dict[str, list[Item]], totals: dict[str, int]) -> str:
+    page = experiment.items_page
+    body = ["<p>One page per question: the prompt, every method's answer side by side, the frames the model read "
+            "and, where recorded, the tokens each method kept. Type to filter the rows.</p>\n"]
+    for task, items in by_task.items():
+        table_id = f"items-{H.slug(task)}"
+        shown = f"{len(items)} items" if len(items) == totals[task] else (
+            f"the first {len(items)} of {totals[task]} items (--max-items)")
+        body.append(f"<h2>{H.esc(task)} ({H.esc(shown)})</h2>\n"
+                    f'<input class="filter" type="search" placeholder="filter: words in any column" '
+                    f'data-table="{H.esc(table_id)}">\n')
+        rows = []
+        for item in items:
+            right = sum(1 for a in item.answers if a.correct)
+            wrong = [a.label for a in item.answers if a.correct is False]
+            first = (item.question.strip().splitlines() or [""])[0]
+            rows.append([f'<a href="{H.esc(H.href(page, item_page(experiment, item)))}">{H.esc(item.name)}</a>',
+                         H.esc(first), H.esc(item.target), H.esc(f"{right}/{len(item.answers)}"),
+                         H.esc(", ".join(wrong))])
+        body.append(H.table(["item", "question", "answer", "right", "wrong"], rows, raw=True, table_id=table_id))
+    crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", None)]
+    return H.page(page, f"Items of {experiment.name}", "".join(body), crumbs, script=H.FILTER_JS)
+
+
+def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str], max_items: Optional[int] = None
+                ) -> bool:
+    """The item browser of ``experiment`` (the first ``max_items`` items of each task, all by
+    default); whether it has any item."""
+    several = len({c.frames for c in experiment.cells}) > 1
+    finished = [(c, cell_label(c, several)) for c in sorted(experiment.cells, key=cell_order) if c.finished]
+    by_task, trouble = read_answers(finished, load_task_scorings())
+    problems += [f"{experiment.name}: {p}" for p in trouble]
+    if not by_task:
+        return False
+    totals = {task: len(items) for task, items in by_task.items()}
+    if max_items is not None:
+        by_task = {task: items[:max_items] for task, items in by_task.items()}
+    cells = {c.rel: (c, label) for c, label in finished}
+    records: dict[str, dict[tuple[str, int, int], Any]] = {}
+    for cell, _ in finished:
+        try:
+            records[cell.rel] = cell.source.kept()
+        except (OSError, ValueError, KeyError) as error:
+            problems.append(f"{experiment.name}: {cell.rel}: kept-token records not read: {error}")
+            records[cell.rel] = {}
+    for task, items in by_task.items():
+        docs: dict[str, TaskDocs] = {}
+        for index, item in enumerate(items):
+            if item.lmms_task not in docs:
+                include = next((c.spec.include_paths for c, _ in finished
+                                if c.spec is not None and c.spec.task == task), [])
+                docs[item.lmms_task] = TaskDocs(item.lmms_task, include)
+            media = item_media(writer, experiment, item, cells, docs[item.lmms_task], records, problems)
+            previous = items[index - 1] if index else None
+            following = items[index + 1] if index + 1 < len(items) else None
+            inputs = [p for c, _ in finished if c.task == task
+                      for p in (c.source.record_path, *c.source.kept_files())]
+            key = {"item": item_json(item), "media": media.__dict__, "experiment": experiment.name,
+                   "previous": previous.name if previous else None, "next": following.name if following else None}
+            writer.text(item_page(experiment, item), inputs, key,
+                        lambda item=item, media=media, previous=previous, following=following:
+                        render_item(experiment, item, media, previous, following))
+    inputs = [c.source.record_path for c, _ in finished]
+    key = {task: [item_json(i) for i in items] for task, items in by_task.items()}
+    writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},
+                lambda: render_items_index(experiment, by_task, totals))
+    return True
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    return {"task": item.task, "lmms_task": item.lmms_task, "doc_id": item.doc_id, "question": item.question,
+            "target": item.target, "answers": [a.__dict__ for a in item.answers]}
