@@ -5,6 +5,7 @@ chromium-driver, driven by selenium; ``make system-deps`` installs them)."""
 from __future__ import annotations
 
 import csv
+import re
 import html
 import json
 import os
@@ -57,8 +58,8 @@ class _Page(HTMLParser):
                 self.urls.append((name, values[name] or ""))
         if tag == "img":
             self.images.append(values.get("src") or "")
-        if tag == "table" and values.get("data-csv"):
-            self._table = values["data-csv"]
+        if tag == "table" and (values.get("data-csv") or values.get("data-md")):
+            self._table = values.get("data-csv") or f"md:{values['data-md']}"
             self.tables[self._table] = []
         elif self._table and tag == "tr":
             self.tables[self._table].append([])
@@ -81,6 +82,18 @@ def _parse(path: Path) -> _Page:
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
     return page
+
+
+def _printed_rows(path: Path) -> list[list[str]]:
+    """The report's Markdown table in ``path`` as a reader sees it: each row's cells without the
+    Markdown marks, a section row (a title across the table) as its one cell."""
+    rows = []
+    for line in [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("|")]:
+        cells = [re.sub(r"\*\*|\*|</?u>|`", "", cell.strip()) for cell in line.strip().strip("|").split("|")]
+        if set("".join(cells)) <= set("-:"):
+            continue  # the alignment row
+        rows.append(cells[:1] if len(cells) > 1 and not any(cells[1:]) else cells)
+    return rows
 
 
 def _csv_rows(path: Path) -> list[list[str]]:
@@ -151,10 +164,14 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
     page = _parse(site / "demo" / "index.html")
     csvs = sorted(p.name for p in experiment_dir.glob("*.csv"))
     assert csvs == ["demo-analysis.csv", "demo-summary.csv", "demo.csv"]
-    assert sorted(page.tables) == csvs
+    printed = sorted(p.with_suffix(".md").name for p in experiment_dir.glob("*.csv") if not p.stem.endswith("-analysis"))
+    assert sorted(page.tables) == sorted([*csvs, *(f"md:{name}" for name in printed)])
     for name in csvs:
         assert page.tables[name] == _csv_rows(experiment_dir / name), name
         assert (site / "demo" / "files" / name).read_bytes() == (experiment_dir / name).read_bytes()
+    for name in printed:  # each table also as the report prints it: display names, rounding, marks
+        assert page.tables[f"md:{name}"] == _printed_rows(experiment_dir / name), name
+    assert "<strong>" in (site / "demo" / "index.html").read_text()  # the best of a column, bold
     pngs = sorted(p.name for p in experiment_dir.glob("*.png"))
     assert pngs and sorted(Path(src).name for src in page.images) == pngs
     links = {Path(url).name for _, url in page.urls}
@@ -191,8 +208,9 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
 
         for method in ("vcast", "random"):
             src = next(s for s in kept_maps if f"--{method}--" in s)
-            with Image.open(path.parent / src) as image:
-                assert image.size[0] > image.size[1] > 0  # the 4 temporal steps left to right
+            with Image.open(path.parent / src) as image:  # 128 px square frames, 2 px apart
+                # every frame of the 4 temporal steps, left to right: a token covers 2 frames, both drawn
+                assert image.size == (8 * 96 + 7 * 2, 96)
             kept = masks[method][doc_id]
             assert f"{kept.sum()}/{kept.size} tokens ({100 * kept.sum() / kept.size:.0f}%) kept" in text
         assert "<polyline" in text  # the per-step budget curve
@@ -374,6 +392,9 @@ def _screenshot(driver, folder: Path, name: str) -> Path:
 
 _DOM_TABLES = """return Array.from(document.querySelectorAll('table[data-csv]')).map(t =>
     [t.getAttribute('data-csv'), Array.from(t.rows).map(r => Array.from(r.cells).map(c => c.textContent))]);"""
+_DOM_PRINTED = """return Array.from(document.querySelectorAll('table[data-md]')).map(t =>
+    [t.getAttribute('data-md'), Array.from(t.rows).filter(r => !r.hidden).map(r =>
+        Array.from(r.cells).map(c => c.textContent))]);"""
 _IMAGES = "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth]);"
 
 
@@ -400,6 +421,15 @@ def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) 
     assert sorted(tables) == ["demo-analysis.csv", "demo-summary.csv", "demo.csv"]
     for name, rows in tables.items():
         assert rows == _csv_rows(experiment_dir / name), name
+    printed = dict(browser.execute_script(_DOM_PRINTED))  # the report's table, as it prints it
+    assert sorted(printed) == ["demo-summary.md", "demo.md"]
+    for name, rows in printed.items():
+        assert rows == _printed_rows(experiment_dir / name), name
+    header = browser.find_element(By.CSS_SELECTOR, "table[data-md='demo.md'] thead th:nth-child(2)")
+    header.click()  # sorted by its first benchmark, best first; section rows hidden
+    values = [row[1] for row in dict(browser.execute_script(_DOM_PRINTED))["demo.md"][1:]]
+    numbers = [float(value.split()[0]) for value in values if value and value[0].isdigit()]
+    assert numbers == sorted(numbers, reverse=True) and len(numbers) >= 2
     images = browser.execute_script(_IMAGES)
     assert len(images) == len(list(experiment_dir.glob("*.png"))) >= 1
     assert all(loaded and width > 0 for _, loaded, width in images), images

@@ -9,8 +9,8 @@ import torch
 
 import vcast
 from vcast.kept_records import Geometry, KeptRecord, from_json, to_json
-from vcast.viz import (cell_edges, default_steps, draw_kept, draw_record, kept_frames, kept_grid, record_frames,
-                       record_grid, selection_grid)
+from vcast.viz import (cell_edges, default_steps, draw_kept, draw_record, kept_every_frame, kept_frames, kept_grid,
+                       record_frames, record_grid, selection_grid)
 
 
 def _frames(n: int, height: int = 8, width: int = 8, seed: int = 0) -> np.ndarray:
@@ -178,3 +178,24 @@ def test_draw_kept_refusals(tmp_path) -> None:
     with pytest.raises(ValueError, match="dim must be in"):
         kept_frames(frames, np.ones((4, 2, 2), bool), dim=1.5)
     assert not list(tmp_path.iterdir())
+
+
+def test_every_frame_of_a_step_is_drawn_so_a_brief_event_shows() -> None:
+    """A Qwen3-VL token covers two frames: a yellow square only in frame 3 (the second frame of step
+    1) is in no first-of-step frame, but every-frame drawing shows it, under its step's mask (kept:
+    as it was; dropped: dimmed), and a last partial step (5 frames for 3 steps) is drawn too."""
+    frames = np.full((5, 8, 8, 3), 40, np.uint8)
+    frames[3, 2:6, 2:6] = (250, 220, 0)  # the brief event
+    kept = np.ones((3, 2, 2), bool)
+    firsts = kept_frames(frames, kept, frames_per_step=2)
+    assert not (firsts == (250, 220, 0)).all(axis=-1).any()  # the first frames of steps never show it
+    every = kept_every_frame(frames, kept, frames_per_step=2)
+    assert every.shape == frames.shape and np.array_equal(every, frames)
+    dropped = kept.copy()
+    dropped[1] = False  # the event's step dropped: both its frames dimmed alike
+    dimmed = kept_every_frame(frames, dropped, frames_per_step=2, dim=0.5)
+    assert np.array_equal(dimmed[2], (frames[2] * 0.5).astype(np.uint8))
+    assert np.array_equal(dimmed[3], (frames[3] * 0.5).astype(np.uint8))
+    assert np.array_equal(dimmed[[0, 1, 4]], frames[[0, 1, 4]])
+    with pytest.raises(ValueError, match="do not make T = 3 steps"):
+        kept_every_frame(frames[:3], kept, frames_per_step=2)

@@ -197,17 +197,35 @@ def kept_frames(frames: np.ndarray, mask: np.ndarray, frames_per_step: int = 1, 
     return np.where(kept_px[..., None], firsts, dimmed.clip(0, 255).astype(np.uint8))
 
 
+def kept_every_frame(frames: np.ndarray, mask: np.ndarray, frames_per_step: int = 1, dim: float = 0.25,
+                     fill: int = 0) -> np.ndarray:
+    """Every frame with its temporal step's dropped tokens dimmed: uint8 ``[N, H, W, 3]``.
+
+    A token of a step stands for all ``frames_per_step`` frames of it (Qwen3-VL: 2), so content
+    seen in one frame of a step only (a brief event in an odd frame) shows, kept or dropped, where
+    :func:`kept_frames` (the first frame of each step) would not show it at all. Arguments as in
+    :func:`kept_frames`.
+    """
+    mask = kept_grid(mask)
+    frames = np.asarray(frames)
+    step_frames(frames, mask.shape[0], frames_per_step)  # the same check of N against T steps
+    per_frame = np.repeat(mask, frames_per_step, axis=0)[: frames.shape[0]]
+    return kept_frames(frames, per_frame, 1, dim=dim, fill=fill)
+
+
 def record_frames(record: KeptRecord, frames: np.ndarray, *, source: bool = False, stage: Stage = "last",
-                  dim: float = 0.25, fill: int = 0) -> np.ndarray:
-    """:func:`kept_frames` of a record: uint8 ``[T, H, W, 3]``.
+                  dim: float = 0.25, fill: int = 0, every_frame: bool = False) -> np.ndarray:
+    """:func:`kept_frames` of a record: uint8 ``[T, H, W, 3]``; with ``every_frame``,
+    :func:`kept_every_frame`: uint8 ``[N, H, W, 3]``.
 
     Args:
         frames: uint8 ``[N, H, W, 3]``: the frames the model was given (``source=False``), or the
             whole decoded video (``source=True``: ``record.frame_indices`` picks the given ones).
         stage: which mask, as in :func:`record_grid`.
     """
-    return kept_frames(_given_frames(record, frames, source), record_grid(record, stage),
-                       record.geometry.frames_per_step, dim=dim, fill=fill)
+    draw = kept_every_frame if every_frame else kept_frames
+    return draw(_given_frames(record, frames, source), record_grid(record, stage), record.geometry.frames_per_step,
+                dim=dim, fill=fill)
 
 
 def _given_frames(record: KeptRecord, frames: np.ndarray, source: bool) -> np.ndarray:

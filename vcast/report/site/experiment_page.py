@@ -75,8 +75,14 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
     paper = PaperTables(paper_csv) if compare == "paper" else None
     collected = collect(experiment.folder).frame if paper is not None and experiment.tables else None
     for report in experiment.tables:
-        body.append(f"<h3>{H.esc(report.path.stem)}</h3>\n<p class=\"note\">{H.esc(report.path)} as written: "
-                    f"{files_links(experiment, page, report)}</p>\n" + H.csv_table(report.path, report.name))
+        body.append(f"<h3>{H.esc(report.path.stem)}</h3>\n<p class=\"note\">{H.esc(report.path)}: "
+                    f"{files_links(experiment, page, report)}</p>\n")
+        printed = report.path.with_suffix(".md")
+        if printed.is_file():  # as the report prints it; the CSV's cells beside it, verbatim
+            body.append(H.markdown_table(printed, printed.name) + "<details><summary>CSV as written</summary>\n"
+                        + H.csv_table(report.path, report.name) + "</details>\n")
+        else:
+            body.append(H.csv_table(report.path, report.name))
         if paper is not None:
             compared = paper_rows(experiment, report.path.stem, paper, collected)
             if compared is None:
@@ -119,4 +125,4 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
                      H.state_span(cell.state, cell.status), H.esc(score)])
     body.append(H.table(["cell", "method", "task", "status", "score"], rows, raw=True, table_id="cells"))
     crumbs = [("Results", "index.html"), (experiment.name, None)]
-    return H.page(page, f"Experiment {experiment.name}", "".join(body), crumbs)
+    return H.page(page, f"Experiment {experiment.name}", "".join(body), crumbs, script=H.SORT_JS)

@@ -13,6 +13,7 @@ import html
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -49,6 +50,11 @@ figcaption { font-size: 13px; color: var(--muted); }
 .wrong { color: var(--bad); font-weight: 600; }
 input.filter { font: inherit; padding: 3px 6px; width: 20rem; margin: .3rem 0; }
 svg.curve { border: 1px solid var(--line); background: #fff; }
+table.sortable th { cursor: pointer; }
+table.sortable th[data-order="desc"]::after { content: " \\25BE"; }
+table.sortable th[data-order="asc"]::after { content: " \\25B4"; }
+tr.section th { background: #fff; text-align: left; font-style: italic; }
+p.caption { font-size: 13px; }
 ul.legend { list-style: none; padding: 0; margin: .2rem 0; font-size: 12px; }
 ul.legend li { display: inline-block; margin-right: 1rem; }
 ul.legend span.swatch { display: inline-block; width: 1.5rem; height: 3px; vertical-align: middle;
@@ -58,6 +64,38 @@ ul.legend span.swatch { display: inline-block; width: 1.5rem; height: 3px; verti
 # Distinct line colours of the budget curves (matplotlib's tab10), assigned in row order.
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
+
+# Sorting the report's tables by a click on a header: descending, ascending, then the report's own
+# order again; the leading number of a cell ("62.6 ± 1.2") is its value, section rows hide while sorted.
+SORT_JS = """\
+<script>
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var body = table.tBodies[0], original = Array.from(body.rows);
+  table.querySelectorAll("thead th").forEach(function (th, column) {
+    th.addEventListener("click", function () {
+      var order = {"": "desc", "desc": "asc", "asc": ""}[th.getAttribute("data-order") || ""];
+      table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("data-order"); });
+      if (order) { th.setAttribute("data-order", order); }
+      var value = function (row) {
+        var text = row.cells[column] ? row.cells[column].textContent : "";
+        var number = parseFloat(text);
+        return isNaN(number) ? text.toLowerCase() : number;
+      };
+      var rows = original.filter(function (row) { return !row.classList.contains("section"); });
+      if (order) {
+        rows.sort(function (a, b) {
+          var x = value(a), y = value(b), less = (typeof x === typeof y) ? x < y : typeof x === "number";
+          var more = (typeof x === typeof y) ? x > y : typeof y === "number";
+          return (order === "asc" ? 1 : -1) * (less ? -1 : more ? 1 : 0);
+        });
+      }
+      original.forEach(function (row) { row.hidden = Boolean(order) && row.classList.contains("section"); });
+      (order ? rows : original).forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+</script>
+"""
 
 # A tiny filter for long tables (the item list): rows whose text lacks the typed words are hidden.
 FILTER_JS = """\
@@ -145,6 +183,55 @@ def csv_table(path: Path, name: str) -> str:
     width = max(len(row) for row in rows)
     header = rows[0] + [""] * (width - len(rows[0]))
     return table(header, [row + [""] * (width - len(row)) for row in rows[1:]], css="csv", data={"csv": name})
+
+
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_EMPHASIS = re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
+_CODE = re.compile(r"`([^`]+)`")
+_UNDERLINE = re.compile(r"&lt;u&gt;(.+?)&lt;/u&gt;")
+
+
+def inline_markdown(text: str) -> str:
+    """``text`` escaped, then the Markdown the report's tables use as HTML: ``**bold**`` (best),
+    ``<u>underlined</u>`` (second best), ``*italic*`` (the reference row) and ``code``."""
+    out = esc(text)
+    out = _CODE.sub(r"<code>\1</code>", out)
+    out = _STRONG.sub(r"<strong>\1</strong>", out)
+    out = _EMPHASIS.sub(r"<em>\1</em>", out)
+    return _UNDERLINE.sub(r"<u>\1</u>", out)
+
+
+def markdown_cells(line: str) -> list[str]:
+    """The cells of one Markdown table row (``| a | b |``), stripped."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def markdown_table(path: Path, name: str) -> str:
+    """The report's Markdown table in ``path`` as HTML, as the report prints it: its caption, display
+    names, rounding, ``±`` intervals, best bold and second underlined, section rows across the
+    table; sortable by a click on a column's header (numbers by value; section rows hide while
+    sorted, a third click restores the order). Tagged ``data-md="<name>"``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if start is None or start + 1 >= len(lines):
+        return f"<p class=\"note\">{esc(name)} holds no table.</p>\n"
+    caption = " ".join(line for line in lines[:start] if line.strip())
+    header = markdown_cells(lines[start])
+    out = [f"<p class=\"caption\">{inline_markdown(caption)}</p>"] if caption else []
+    out += [f'<div class="scroll"><table class="report sortable" data-md="{esc(name)}">',
+            "<thead><tr>" + "".join(f"<th>{inline_markdown(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            continue
+        cells = markdown_cells(line)
+        if len(cells) > 1 and not any(cells[1:]):  # a section or block title across the table
+            out.append(f'<tr class="section"><th colspan="{len(header)}">{inline_markdown(cells[0])}</th></tr>')
+            continue
+        out.append("<tr>" + "".join(
+            f'<td class="num">{inline_markdown(c)}</td>' if index else f"<td>{inline_markdown(c)}</td>"
+            for index, c in enumerate(cells)) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "\n".join(out) + "\n"
 
 
 def key_values(pairs: Iterable[tuple[str, Any]]) -> str:

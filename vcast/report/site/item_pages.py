@@ -3,9 +3,13 @@ an index per experiment."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from tqdm import tqdm
 
 import vcast.viz
 from vcast.report.scoring import load_task_scorings
@@ -13,6 +17,8 @@ from vcast.report.site import html as H
 from vcast.report.site.discovery import Experiment, cell_label, cell_order
 from vcast.report.site.items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, write_kept_map
 from vcast.report.site.writer import SiteWriter
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,7 +55,10 @@ def kept_caption(label: str, record: Any) -> str:
         text = f"{label}: {share(record.kept)} enter the language model, {share(mask)} from layer {layer} on (shown)"
     else:
         text = f"{label}: {share(record.kept)} kept"
+    per_step = record.geometry.frames_per_step
     text += f"; {t} temporal steps of {h}×{w} tokens"
+    if per_step > 1:
+        text += f", each covering {per_step} frames (all drawn, side by side)"
     return text + ("; the kept places hold merged tokens" if record.merged else "")
 
 
@@ -197,9 +206,13 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
         except (OSError, ValueError, KeyError) as error:
             problems.append(f"{experiment.name}: {cell.rel}: kept-token records not read: {error}")
             records[cell.rel] = {}
+    # the long part of a build (each item reads its video): one progress line, on a terminal only
+    progress = tqdm(total=sum(len(items) for items in by_task.values()), desc=f"site {experiment.name}: items",
+                    unit="item", file=sys.stderr, disable=None, leave=False)
     for task, items in by_task.items():
         docs: dict[str, TaskDocs] = {}
         for index, item in enumerate(items):
+            progress.update()
             if item.lmms_task not in docs:
                 include = next((c.spec.include_paths for c, _ in finished
                                 if c.spec is not None and c.spec.task == task), [])
@@ -214,6 +227,8 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
             writer.text(item_page(experiment, item), inputs, key,
                         lambda item=item, media=media, previous=previous, following=following:
                         render_item(experiment, item, media, previous, following))
+    progress.close()
+    logger.info("site %s: %d item page(s) of %d task(s)", experiment.name, progress.n, len(by_task))
     inputs = [c.source.record_path for c, _ in finished]
     key = {task: [item_json(i) for i in items] for task, items in by_task.items()}
     writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},

@@ -220,12 +220,17 @@ def write_frames_strip(path: Path, video: Path, frames: int, plugin: str) -> str
 
 
 def write_kept_map(path: Path, video: Path, record: Any) -> None:
-    """One method's kept tokens on ``video``: the first frame of each temporal step (at most
-    :data:`MAX_STEPS`, evenly chosen) with the dropped tokens' cells dimmed, drawn by
-    :func:`vcast.viz.record_frames` from the record's own frames, grid and frames per step,
-    laid out left to right as a PNG at ``path`` (atomically)."""
+    """One method's kept tokens on ``video``: every frame of each temporal step shown (at most
+    :data:`MAX_STEPS` steps, evenly chosen) with the step's dropped tokens' cells dimmed, drawn by
+    :func:`vcast.viz.record_frames` (``every_frame``) from the record's own frames, grid and
+    frames per step, laid out left to right, a step's frames side by side, as a PNG at ``path``
+    (atomically). A Qwen3-VL token covers two frames: both are drawn, so content in one of them
+    only (a brief event) shows."""
     from vcast.eval.video import open_video
 
     frames = open_video(str(video)).read([int(i) for i in record.frame_indices])
-    shown = record_frames(record, frames)  # [T, H, W, 3]: the given frames with dropped cells dimmed
-    atomic_write_bytes(path, strip_png(shown[default_steps(len(shown), MAX_STEPS)]))
+    shown = record_frames(record, frames, every_frame=True)  # [N, H, W, 3]: each frame, its step's cells dimmed
+    per_step = record.geometry.frames_per_step
+    picked = [s * per_step + k for s in default_steps(record.geometry.grid[0], MAX_STEPS) for k in range(per_step)
+              if s * per_step + k < len(shown)]
+    atomic_write_bytes(path, strip_png(shown[picked], per_row=8 * per_step))
