@@ -452,7 +452,16 @@ def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) 
     assert images and all(loaded and width > 0 for _, loaded, width in images), images
     _screenshot(browser, shots, "item")
     assert _severe(browser) == []
-    # The item list's filter (the site's only script) hides the rows without the typed words.
+    # The method picker: all of this demo's 6 cells start shown; unchecking one hides its answer row.
+    boxes = browser.find_elements(By.CSS_SELECTOR, "input.pick")
+    assert len(boxes) == len(METHODS) and all(box.is_selected() for box in boxes)
+    assert all(row.is_displayed() for row in answers)
+    boxes[0].click()
+    shown = [row.is_displayed() for row in answers]
+    assert shown == [False, *[True] * (len(METHODS) - 1)], shown
+    boxes[0].click()
+    assert all(row.is_displayed() for row in answers)
+    # The item list's filter hides the rows without the typed words.
     browser.get((site / "demo" / "items" / "index.html").resolve().as_uri())
     box = browser.find_element(By.CSS_SELECTOR, "input.filter")
     box.send_keys("no-such-words-anywhere")
@@ -460,3 +469,40 @@ def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) 
     assert rows and not any(row.is_displayed() for row in rows)
     assert _severe(browser) == []
     assert sorted(os.listdir(shots)) == ["cell.png", "experiment.png", "index.png", "item.png"]
+
+
+def test_an_item_page_of_many_cells_starts_with_the_papers_methods() -> None:
+    """Past a handful of cells, an item page starts with vanilla, V-CAST and the paper's baselines
+    checked (the others a click away); every cell has its box, keyed like its answer row."""
+    from vcast.report.site import html as H
+    from vcast.report.site.item_pages import PAPER_METHODS, PICK_ALL_UP_TO, method_picker
+    from vcast.report.site.items import Answer, Item
+
+    methods = ["vanilla", "vcast", "visionzip", "random", "fastv", "pdrop", "sparsevlm", "dycoke", "prunevid"]
+    assert len(methods) > PICK_ALL_UP_TO
+    item = Item("t", "t", "0", answers=[Answer(f"m/8f/{m}/r0.25/t", f"{m} (r=0.25)", "A", "A", True) for m in methods])
+    html = method_picker(item)
+    checked = set(re.findall(r'value="([^"]+)" checked', html))
+    assert checked == {H.slug(f"{m} (r=0.25)") for m in methods if m in PAPER_METHODS} == {
+        H.slug("vanilla (r=0.25)"), H.slug("vcast (r=0.25)"), H.slug("visionzip (r=0.25)")}
+    assert len(re.findall(r'class="pick"', html)) == len(methods)
+    few = Item("t", "t", "0", answers=item.answers[:3])
+    assert len(re.findall(r" checked", method_picker(few))) == 3  # a few cells: every one shown
+
+
+def test_a_cell_page_rounds_its_figures_and_sums_only_what_adds_up(tmp_path: Path) -> None:
+    """27.155885249999983 reads 27.1559; the per-call table totals seconds and tokens, not a peak
+    memory (two calls of 200 MB are no 400 MB)."""
+    from vcast.report.site import html as H
+    from vcast.report.site.cell_page import efficiency_summary
+    from vcast.results.tree import Cell
+
+    assert "<td>27.1559</td>" in H.key_values([("prefill_latency_s", 27.155885249999983)])
+    (tmp_path / "efficiency").mkdir()
+    calls = [{"prefill_s": 1.5, "peak_memory_mb": 200.0, "video_tokens_kept": 10},
+             {"prefill_s": 2.0, "peak_memory_mb": 200.0, "video_tokens_kept": 14}]
+    (tmp_path / "efficiency" / "rank0.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+    rows, count = efficiency_summary(Cell(tmp_path))
+    assert count == 2
+    assert {row[0]: row[2] for row in rows} == {"peak_memory_mb": "–", "prefill_s": "3.5", "video_tokens_kept": "24"}
+    assert {row[0]: row[5] for row in rows}["peak_memory_mb"] == "200"

@@ -3,7 +3,8 @@
     python -m vcast.report site results/demo                  # results/demo/site/index.html
     python -m vcast.report site results --out /tmp/site --compare paper
 
-Pages (plain HTML and one style sheet; no server, no network, no script but a small row filter):
+Pages (plain HTML and one style sheet; no server, no network; three small inline scripts: a row
+filter, table sorting, the item page's method picker):
 
 * ``index.html``: the experiments under the root: every folder holding sweep cells
   (``<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/``); the root itself when it is one

@@ -15,6 +15,12 @@ from vcast.results.tree import Cell
 LOG_TAIL = 40  # lines of run.log on a cell page
 
 
+def summable(field: str) -> bool:
+    """Whether a per-call field adds up over calls (seconds, tokens, TFLOPs, items); a peak memory,
+    a share or an attempt number does not, and its total is not shown."""
+    return field.endswith("_s") or "tokens" in field or "tflops" in field or field in ("items", "decode_steps")
+
+
 def efficiency_summary(cell: Cell) -> tuple[list[list[str]], int]:
     """(rows ``field, calls, total, mean, min, max`` over the cell's per-call efficiency records,
     records read) for every numeric field of the records (a torn last line is skipped)."""
@@ -24,8 +30,8 @@ def efficiency_summary(cell: Cell) -> tuple[list[list[str]], int]:
         for key, value in record.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 values.setdefault(key, []).append(float(value))
-    rows = [[key, str(len(v)), f"{sum(v):.6g}", f"{sum(v) / len(v):.6g}", f"{min(v):.6g}", f"{max(v):.6g}"]
-            for key, v in sorted(values.items())]
+    rows = [[key, str(len(v)), f"{sum(v):.6g}" if summable(key) else "–", f"{sum(v) / len(v):.6g}", f"{min(v):.6g}",
+             f"{max(v):.6g}"] for key, v in sorted(values.items())]
     return rows, len(records)
 
 

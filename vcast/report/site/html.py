@@ -49,6 +49,7 @@ figcaption { font-size: 13px; color: var(--muted); }
 .right { color: var(--ok); font-weight: 600; }
 .wrong { color: var(--bad); font-weight: 600; }
 input.filter { font: inherit; padding: 3px 6px; width: 20rem; margin: .3rem 0; }
+details.picker label { margin-right: .9rem; white-space: nowrap; font-size: 13px; }
 svg.curve { border: 1px solid var(--line); background: #fff; }
 table.sortable th { cursor: pointer; }
 table.sortable th[data-order="desc"]::after { content: " \\25BE"; }
@@ -94,6 +95,29 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+</script>
+"""
+
+# The item page's method picker: what a checkbox leaves unchecked (its answer row, kept map, curve and
+# legend entry, all tagged data-method) is hidden; applied on load and on every change.
+PICK_JS = """\
+<script>
+(function () {
+  var boxes = Array.from(document.querySelectorAll("input.pick"));
+  function apply() {
+    var shown = {};
+    boxes.forEach(function (box) { shown[box.value] = box.checked; });
+    document.querySelectorAll("[data-method]").forEach(function (element) {
+      var key = element.getAttribute("data-method");
+      if (key in shown) {
+        if (shown[key]) { element.removeAttribute("hidden"); element.style.display = ""; }
+        else { element.setAttribute("hidden", ""); element.style.display = "none"; }
+      }
+    });
+  }
+  boxes.forEach(function (box) { box.addEventListener("change", apply); });
+  apply();
+})();
 </script>
 """
 
@@ -159,15 +183,17 @@ def read_csv_rows(path: Path) -> list[list[str]]:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, raw: bool = False, table_id: str = "",
-          css: str = "", data: Optional[Mapping[str, str]] = None) -> str:
-    """An HTML table; cells are escaped text unless ``raw`` (then they are HTML already)."""
+          css: str = "", data: Optional[Mapping[str, str]] = None, row_keys: Optional[Sequence[str]] = None) -> str:
+    """An HTML table; cells are escaped text unless ``raw`` (then they are HTML already);
+    ``row_keys``: each row's ``data-method`` (what the item page's method picker shows or hides)."""
     cell = (lambda text: text) if raw else esc
     attributes = (f' id="{esc(table_id)}"' if table_id else "") + (f' class="{esc(css)}"' if css else "")
     attributes += "".join(f' data-{esc(key)}="{esc(value)}"' for key, value in (data or {}).items())
     lines = [f"<div class=\"scroll\"><table{attributes}>", "<thead><tr>" + "".join(
         f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
-    for row in rows:
-        lines.append("<tr>" + "".join(
+    for index, row in enumerate(rows):
+        key = f' data-method="{esc(row_keys[index])}"' if row_keys is not None else ""
+        lines.append(f"<tr{key}>" + "".join(
             f"<td class=\"num\">{cell(v)}</td>" if not raw and is_number(str(v)) else f"<td>{cell(v)}</td>"
             for v in row) + "</tr>")
     lines.append("</tbody></table></div>")
@@ -238,6 +264,8 @@ def key_values(pairs: Iterable[tuple[str, Any]]) -> str:
     """A two-column table of names and values (dicts and lists as compact JSON)."""
     rows = []
     for key, value in pairs:
+        if isinstance(value, float):
+            value = f"{value:.6g}"  # 27.1559, not 27.155885249999983
         text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
         rows.append(f"<tr><th>{esc(key)}</th><td>{esc('' if text is None else text)}</td></tr>")
     return "<table class=\"kv\">\n" + "\n".join(rows) + "\n</table>\n"
@@ -249,10 +277,13 @@ def state_span(state: str, text: str) -> str:
 
 
 def budget_svg(curves: Sequence[tuple[str, Sequence[int]]], per_step: Optional[int] = None,
-               width: int = 560, height: int = 180) -> str:
+               width: int = 560, height: int = 180, keys: Optional[Sequence[str]] = None) -> str:
     """An inline SVG line chart of tokens kept per temporal step, one polyline per ``(label,
-    budgets)``, and its legend; empty when there is no curve."""
-    curves = [(label, list(values)) for label, values in curves if len(values)]
+    budgets)``, and its legend; empty when there is no curve. ``keys``: each curve's
+    ``data-method`` (on its line and legend entry, for the method picker)."""
+    keys = list(keys) if keys is not None else [""] * len(curves)
+    kept = [(label, list(values), key) for (label, values), key in zip(curves, keys) if len(values)]
+    curves, keys = [(label, values) for label, values, _ in kept], [key for _, _, key in kept]
     if not curves:
         return ""
     steps = max(len(values) for _, values in curves)
@@ -277,10 +308,11 @@ def budget_svg(curves: Sequence[tuple[str, Sequence[int]]], per_step: Optional[i
     legend = []
     for index, (label, values) in enumerate(curves):
         color = COLORS[index % len(COLORS)]
+        key = f' data-method="{esc(keys[index])}"' if keys[index] else ""
         points = " ".join(f"{x(step):.1f},{y(value):.1f}" for step, value in enumerate(values))
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{points}">'
+        parts.append(f'<polyline{key} fill="none" stroke="{color}" stroke-width="1.6" points="{points}">'
                      f"<title>{esc(label)}: {esc(', '.join(str(v) for v in values))}</title></polyline>")
-        legend.append(f'<li><span class="swatch" style="background:{color}"></span>{esc(label)}</li>')
+        legend.append(f'<li{key}><span class="swatch" style="background:{color}"></span>{esc(label)}</li>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n<ul class=\"legend\">" + "".join(legend) + "</ul>\n"
 

@@ -20,6 +20,11 @@ from vcast.report.site.writer import SiteWriter
 
 logger = logging.getLogger(__name__)
 
+# The methods an item page starts with when it has many: the reference, V-CAST and the paper's
+# Qwen3-VL baselines (tab:qwen_results); the others are a click away.
+PAPER_METHODS = {"vanilla", "vcast", "visionzip", "vidcom2", "fastvid", "holitom", "flashvid"}
+PICK_ALL_UP_TO = 8
+
 
 @dataclass
 class Media:
@@ -28,7 +33,7 @@ class Media:
     frames: list[tuple[str, str]] = field(default_factory=list)    # (site path, caption)
     frames_note: str = ""
     kept: list[tuple[str, str, str]] = field(default_factory=list)  # (label, site path or "", caption or why not)
-    curves: list[tuple[str, list[int]]] = field(default_factory=list)
+    curves: list[tuple[str, list[int], str]] = field(default_factory=list)  # (label, budgets, its cell's key)
     per_step: Optional[int] = None
     kept_note: str = ""
 
@@ -98,7 +103,8 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
                                "no kept-token record of this item in this cell"))
             continue
         for (_, _, number), record in found:
-            media.curves.append((label if len(found) == 1 else f"{label} video {number}", list(record.budgets)))
+            media.curves.append((label if len(found) == 1 else f"{label} video {number}", list(record.budgets),
+                                 H.slug(label)))
             media.per_step = record.geometry.grid[1] * record.geometry.grid[2]
             if number >= len(videos):
                 media.kept.append((label, "", f"kept map not drawn: no video {number} ({why or 'not found'})"))
@@ -128,6 +134,7 @@ def render_item(experiment: Experiment, item: Item, media: Media, previous: Opti
         links.append(f'<a href="{H.esc(target)}">{H.esc(following.name)} →</a>')
     if links:
         body.append(f"<p>{' · '.join(links)}</p>\n")
+    body.append(method_picker(item))
     body.append(f"<h2>Question</h2>\n<pre class=\"question\">{H.esc(item.question or '(not logged)')}</pre>\n"
                 f"<p>Right answer: <strong class=\"target\">{H.esc(item.target or '(not logged)')}</strong></p>\n")
     body.append("<h2>Frames</h2>\n")
@@ -142,23 +149,44 @@ def render_item(experiment: Experiment, item: Item, media: Media, previous: Opti
                    if answer.correct is not None else "")
         cell_link = f'<a href="{H.esc(H.href(page, experiment.cell_page(answer.cell)))}">cell</a>'
         rows.append([H.esc(answer.label), H.esc(answer.answer), H.esc(answer.reply), verdict, cell_link])
+    keys = [H.slug(answer.label) for answer in item.answers]
     body.append("<h2>Answers</h2>\n" + H.table(["method", "answer", "reply", "correct", "cell"], rows, raw=True,
-                                                table_id="answers"))
+                                                table_id="answers", row_keys=keys))
     body.append("<h2>Kept tokens</h2>\n")
     if media.kept_note:
         body.append(f"<p class=\"note\">{H.esc(media.kept_note)}</p>\n")
     if media.curves:
-        body.append("<h3>Tokens kept per temporal step</h3>\n" + H.budget_svg(media.curves, media.per_step))
+        body.append("<h3>Tokens kept per temporal step</h3>\n" + H.budget_svg(
+            [(label, budgets) for label, budgets, _ in media.curves], media.per_step,
+            keys=[key for _, _, key in media.curves]))
     for label, rel, caption in media.kept:
+        key = H.esc(H.slug(label))
         if rel:
-            body.append(f'<figure class="kept"><img src="{H.esc(H.href(page, rel))}" alt="kept tokens: '
-                        f'{H.esc(label)}" loading="lazy"><figcaption>{H.esc(caption)}</figcaption></figure>\n')
+            body.append(f'<figure class="kept" data-method="{key}"><img src="{H.esc(H.href(page, rel))}" '
+                        f'alt="kept tokens: {H.esc(label)}" loading="lazy"><figcaption>{H.esc(caption)}</figcaption>'
+                        "</figure>\n")
         else:
-            body.append(f"<p><strong>{H.esc(label)}</strong>: <span class=\"muted\">{H.esc(caption)}</span></p>\n")
+            body.append(f'<p data-method="{key}"><strong>{H.esc(label)}</strong>: '
+                        f'<span class="muted">{H.esc(caption)}</span></p>\n')
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", experiment.items_page),
               (item.name, None)]
     title = item.name if item.task == item.lmms_task else f"{item.task}: {item.name}"
-    return H.page(page, title, "".join(body), crumbs)
+    return H.page(page, title, "".join(body), crumbs, script=H.PICK_JS)
+
+
+def method_picker(item: Item) -> str:
+    """A checkbox per cell answering ``item``: what its answer row, kept map and budget curve show.
+    With more than :data:`PICK_ALL_UP_TO` cells only vanilla, V-CAST and the paper's baselines
+    start checked (a reader adds the others); without a script every one is shown."""
+    everyone = len(item.answers) <= PICK_ALL_UP_TO
+    boxes = []
+    for answer in item.answers:
+        method = answer.cell.split("/")[2] if answer.cell.count("/") >= 4 else ""
+        checked = " checked" if everyone or method in PAPER_METHODS else ""
+        boxes.append(f'<label><input type="checkbox" class="pick" value="{H.esc(H.slug(answer.label))}"{checked}> '
+                     f"{H.esc(answer.label)}</label>")
+    return ("<details class=\"picker\" open><summary>Methods shown (" + str(len(boxes)) + ")</summary>\n<p>"
+            + " ".join(boxes) + "</p></details>\n")
 
 
 def render_items_index(experiment: Experiment, by_task: dict[str, list[Item]], totals: dict[str, int]) -> str:
