@@ -62,12 +62,11 @@ class Cell:
         return read_record(self.path)
 
     def readable_record(self) -> Optional[CellRecord]:
-        """The record, or None when there is none or it is invalid (a page that lists cells shows
-        such a cell as unreadable rather than failing)."""
+        """The record, or None when there is none or it is invalid (a listing of cells shows such
+        a cell as unreadable, and :attr:`record` says why, rather than failing)."""
         try:
             return self.record
-        except ValueError as error:
-            logger.warning("%s: %s", self.rel, error)
+        except ValueError:
             return None
 
     @property

@@ -102,16 +102,8 @@ def cell_status(cell: Cell) -> str:
     return _record_status(cell, record)
 
 
-def _readable(cell: Cell) -> Optional[CellRecord]:
-    """The cell's record, or None when it has none or it cannot be read (its status says so)."""
-    try:
-        return cell.record
-    except ValueError:
-        return None
-
-
 def _row(cell: Cell) -> tuple[str, ...]:
-    record = _readable(cell)
+    record = cell.readable_record()
     efficiency = record.efficiency if record is not None else None
     kept = efficiency.mean_video_tokens_kept if efficiency is not None else None
     total = efficiency.mean_video_tokens_total if efficiency is not None else None
