@@ -30,13 +30,12 @@ def render_index(root: Path, experiments: Sequence[Experiment]) -> str:
     rows = []
     for experiment in experiments:
         counts = experiment.counts()
-        rows.append([f'<a href="{H.esc(experiment.page)}">{H.esc(experiment.name)}</a>',
-                     f"<code>{H.esc(experiment.folder)}</code>",
+        rows.append([H.link(experiment.page, H.esc(experiment.name)), H.code(experiment.folder),
                      ", ".join(H.state_span(s, f"{counts[s]} {s}") for s in sorted(counts)),
                      H.esc(", ".join(r.path.stem for r in experiment.tables) or "–"),
                      H.esc(str(len(experiment.figures)))])
-    body = (f"<p>Results root <code>{H.esc(root)}</code>: {len(experiments)} experiment(s). Built by "
-            "<code>python -m vcast.report site</code> from the cells and the report's outputs.</p>\n"
+    body = (H.paragraph(f"Results root {H.code(root)}: {len(experiments)} experiment(s). Built by "
+                        f"{H.code('python -m vcast.report site')} from the cells and the report's outputs.")
             + H.table(["experiment", "folder", "cells", "tables", "figures"], rows, raw=True, table_id="experiments"))
     return H.page("index.html", "V-CAST results", body)
 

@@ -38,53 +38,52 @@ def efficiency_summary(cell: Cell) -> tuple[list[list[str]], int]:
 def render_cell(experiment: Experiment, cell: SiteCell) -> str:
     rel = experiment.cell_page(cell)
     record = cell.record
-    body = [f"<p>Cell <code>{H.esc(cell.rel)}</code> of experiment {H.esc(experiment.name)}: "
-            f"{H.state_span(cell.state, cell.status)}.</p>\n"]
+    body = [H.paragraph(f"Cell {H.code(cell.rel)} of experiment {H.esc(experiment.name)}: "
+                        f"{H.state_span(cell.state, cell.status)}.")]
     if record is None:
-        body.append("<p class=\"note\">No readable record (cell.json): the cell has not run (planned by a sweep), "
-                    "is running, or its record is invalid (its status says so).</p>\n")
+        body.append(H.note("No readable record (cell.json): the cell has not run (planned by a sweep), "
+                           "is running, or its record is invalid (its status says so)."))
     else:
         if record.error:
-            body.append(f"<h2>Error</h2>\n<pre>{H.esc(record.error)}</pre>\n")
+            body.append(H.heading(2, "Error") + H.preformatted(record.error) + "\n")
         run = [("status", record.status), ("attempt", record.attempt), ("returncode", record.returncode),
                ("started_at", record.started_at), ("finished_at", record.finished_at),
                ("duration_s", record.duration_s), ("host", record.host), ("slurm_job_id", record.slurm_job_id),
                ("world_size", record.world_size)]
         run = [(key, value) for key, value in run if value is not None]
         run.append(("DONE marker", "present" if cell.source.done else "absent"))
-        body.append("<h2>Status</h2>\n" + H.key_values(run))
-        body.append("<h2>Spec</h2>\n" + H.key_values(sorted(record.spec.as_dict().items())))
+        body.append(H.heading(2, "Status") + H.key_values(run))
+        body.append(H.heading(2, "Spec") + H.key_values(sorted(record.spec.as_dict().items())))
         if record.scores:
             rows = [[task, metric, f"{value:.6g}" if isinstance(value, (int, float)) else str(value)]
                     for task, metrics in sorted(record.scores.items()) for metric, value in sorted(metrics.items())]
-            body.append("<h2>Scores</h2>\n" + H.table(["lmms task", "metric", "value"], rows))
+            body.append(H.heading(2, "Scores") + H.table(["lmms task", "metric", "value"], rows))
         if record.versions:
-            body.append("<h2>Versions</h2>\n" + H.key_values(sorted(record.versions.items())))
+            body.append(H.heading(2, "Versions") + H.key_values(sorted(record.versions.items())))
         if record.efficiency is not None:
-            body.append("<h2>Efficiency</h2>\n<h3>As recorded in cell.json</h3>\n" + H.key_values(
+            body.append(H.heading(2, "Efficiency") + H.heading(3, "As recorded in cell.json") + H.key_values(
                 sorted(record.efficiency.figures().items())))
     rows, count = efficiency_summary(cell.source)
     if rows:
-        body.append(f"<h3>Per-call records (efficiency/rank*.jsonl: {count} records)</h3>\n"
+        body.append(H.heading(3, f"Per-call records (efficiency/rank*.jsonl: {count} records)")
                     + H.table(["field", "records", "total", "mean", "min", "max"], rows))
     elif record is not None:
-        body.append("<p class=\"note\">No per-call efficiency records (efficiency/rank*.jsonl).</p>\n")
+        body.append(H.note("No per-call efficiency records (efficiency/rank*.jsonl)."))
     if record is not None and record.results_file is not None:
         missing = record.missing_visuals
-        body.append(f"<h2>Missing videos</h2>\n<p>{H.esc(missing.count)} item(s) without a readable "
-                    "video (answered empty).</p>\n")
+        body.append(H.heading(2, "Missing videos")
+                    + H.paragraph(f"{H.esc(missing.count)} item(s) without a readable video (answered empty)."))
         if missing.items:
             keys = sorted({k for entry in missing.items for k in entry})
             body.append(H.table(keys, [[json.dumps(e.get(k)) if isinstance(e.get(k), (dict, list)) else
                                         str(e.get(k, "")) for k in keys] for e in missing.items]))
     tail = cell.source.log_tail(LOG_TAIL)
     if tail:
-        opened = " open" if cell.state == "failed" else ""
-        body.append(f"<h2>run.log</h2>\n<details{opened}><summary>last {LOG_TAIL} lines</summary>\n"
-                    f"<pre>{H.esc(tail)}</pre></details>\n")
+        body.append(H.heading(2, "run.log") + H.details(f"last {LOG_TAIL} lines", H.preformatted(tail),
+                                                         opened=cell.state == "failed"))
     if record is not None:
-        body.append("<h2>cell.json</h2>\n<details><summary>as written</summary>\n"
-                    f"<pre>{H.esc(json.dumps(record.as_json(), indent=2, sort_keys=True))}</pre></details>\n")
+        body.append(H.heading(2, "cell.json") + H.details(
+            "as written", H.preformatted(json.dumps(record.as_json(), indent=2, sort_keys=True))))
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), (cell.rel, None)]
     return H.page(rel, f"Cell {cell.rel}", "".join(body), crumbs)
 

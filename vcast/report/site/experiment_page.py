@@ -50,77 +50,74 @@ def paper_rows(experiment: Experiment, stem: str, paper: PaperTables, frame: Opt
 
 
 def files_links(experiment: Experiment, page: str, report: ReportFile) -> str:
-    links = [f'<a href="{H.esc(H.href(page, experiment.file(p)))}">{H.esc(p.name)}</a>'
-             for p in [report.path, *report.siblings]]
+    links = [H.link(H.href(page, experiment.file(p)), H.esc(p.name)) for p in [report.path, *report.siblings]]
     return " · ".join(links)
 
 
 def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv: Path, has_items: bool) -> str:
     page = experiment.page
-    body = [f"<p>Folder <code>{H.esc(experiment.folder)}</code>"]
+    name = experiment.product.name if experiment.product else experiment.name
+    intro = f"Folder {H.code(experiment.folder)}"
     if experiment.product is not None:
-        body.append(f"; report target <code>{H.esc(experiment.product.name)}</code> "
-                    f"(<code>python -m vcast.report build {H.esc(experiment.product.name)}</code> rebuilds its files)")
+        intro += (f"; report target {H.code(experiment.product.name)} "
+                  f"({H.code(f'python -m vcast.report build {experiment.product.name}')} rebuilds its files)")
     counts = experiment.counts()
-    body.append(f". {len(experiment.cells)} cell(s): " + ", ".join(
-        H.state_span(state, f"{counts[state]} {state}") for state in sorted(counts)) + ".</p>\n")
+    intro += f". {len(experiment.cells)} cell(s): " + ", ".join(
+        H.state_span(state, f"{counts[state]} {state}") for state in sorted(counts)) + "."
+    body = [H.paragraph(intro)]
     if has_items:
-        body.append(f'<p><a href="{H.esc(H.href(page, experiment.items_page))}">Item browser</a>: every question, '
-                    "each method's answer side by side, the frames and kept tokens.</p>\n")
-    body.append("<h2>Tables</h2>\n")
+        body.append(H.paragraph(H.link(H.href(page, experiment.items_page), "Item browser")
+                                + ": every question, each method's answer side by side, the frames and kept tokens."))
+    body.append(H.heading(2, "Tables"))
     if not experiment.tables:
-        body.append(f"<p class=\"note\">No table yet: <code>python -m vcast.report build "
-                    f"{H.esc(experiment.product.name if experiment.product else experiment.name)} --results "
-                    f"{H.esc(experiment.folder.parent)}</code> writes it.</p>\n")
+        command = f"python -m vcast.report build {name} --results {experiment.folder.parent}"
+        body.append(H.paragraph(f"No table yet: {H.code(command)} writes it.", css="note"))
     paper = PaperTables(paper_csv) if compare == "paper" else None
     collected = collect(experiment.folder).frame if paper is not None and experiment.tables else None
     for report in experiment.tables:
-        body.append(f"<h3>{H.esc(report.path.stem)}</h3>\n<p class=\"note\">{H.esc(report.path)}: "
-                    f"{files_links(experiment, page, report)}</p>\n")
+        body.append(H.heading(3, report.path.stem)
+                    + H.paragraph(f"{H.esc(report.path)}: {files_links(experiment, page, report)}", css="note"))
         printed = report.path.with_suffix(".md")
         if printed.is_file():  # as the report prints it; the CSV's cells beside it, verbatim
-            body.append(H.markdown_table(printed, printed.name) + "<details><summary>CSV as written</summary>\n"
-                        + H.csv_table(report.path, report.name) + "</details>\n")
+            body.append(H.markdown_table(printed, printed.name)
+                        + H.details("CSV as written", H.csv_table(report.path, report.name)))
         else:
             body.append(H.csv_table(report.path, report.name))
         if paper is not None:
             compared = paper_rows(experiment, report.path.stem, paper, collected)
             if compared is None:
-                body.append("<p class=\"note\">No published numbers for this table (not a paper layout).</p>\n")
+                body.append(H.note("No published numbers for this table (not a paper layout)."))
             else:
-                body.append(f"<h3>{H.esc(report.path.stem)}: ours, the paper's and the difference</h3>\n"
+                body.append(H.heading(3, f"{report.path.stem}: ours, the paper's and the difference")
                             + H.table(*compared, css="paper", data={"paper": report.name}))
-    body.append("<h2>Figures</h2>\n")
+    body.append(H.heading(2, "Figures"))
     if not experiment.figures:
-        body.append("<p class=\"note\">No figure.</p>\n")
+        body.append(H.note("No figure."))
     for report in experiment.figures:
         if report.path.suffix == ".png":
-            body.append(f'<figure><img src="{H.esc(H.href(page, experiment.file(report.path)))}" '
-                        f'alt="{H.esc(report.path.stem)}">\n<figcaption>{files_links(experiment, page, report)}'
-                        "</figcaption></figure>\n")
+            body.append(H.figure(H.href(page, experiment.file(report.path)), report.path.stem,
+                                 files_links(experiment, page, report)))
         else:
-            body.append(f"<p>{files_links(experiment, page, report)}</p>\n")
-    body.append("<h2>Per-sample analysis</h2>\n")
+            body.append(H.paragraph(files_links(experiment, page, report)))
+    body.append(H.heading(2, "Per-sample analysis"))
     if not experiment.analyses:
-        body.append("<p class=\"note\">No analysis: <code>python -m vcast.report analyze "
-                    f"{H.esc(experiment.product.name if experiment.product else experiment.name)}</code> writes "
-                    "loyalty, flips and paired intervals.</p>\n")
+        body.append(H.paragraph(f"No analysis: {H.code(f'python -m vcast.report analyze {name}')} writes "
+                                "loyalty, flips and paired intervals.", css="note"))
     for report in experiment.analyses:
-        body.append(f"<h3>{H.esc(report.path.stem)}</h3>\n<p class=\"note\">{H.esc(report.path)}: "
-                    f"{files_links(experiment, page, report)}</p>\n")
+        body.append(H.heading(3, report.path.stem)
+                    + H.paragraph(f"{H.esc(report.path)}: {files_links(experiment, page, report)}", css="note"))
         markdown = report.path.with_suffix(".md")
         if markdown.is_file():
-            body.append("<details><summary>Markdown as written</summary>\n"
-                        f"<pre>{H.esc(markdown.read_text(encoding='utf-8'))}</pre></details>\n")
+            body.append(H.details("Markdown as written", H.preformatted(markdown.read_text(encoding="utf-8"))))
         body.append(H.csv_table(report.path, report.name))
-    body.append("<h2>Cells</h2>\n")
+    body.append(H.heading(2, "Cells"))
     several = len({c.frames for c in experiment.cells}) > 1
     rows = []
     for cell in sorted(experiment.cells, key=cell_order):
         scores = cell.scores
         score = "; ".join(f"{metric} {value:.4g}" for metrics in scores.values() for metric, value in metrics.items()
                           if isinstance(value, (int, float)))
-        rows.append([f'<a href="{H.esc(H.href(page, experiment.cell_page(cell)))}">{H.esc(cell.rel)}</a>',
+        rows.append([H.link(H.href(page, experiment.cell_page(cell)), H.esc(cell.rel)),
                      H.esc(cell_label(cell, several)), H.esc(cell.task),
                      H.state_span(cell.state, cell.status), H.esc(score)])
     body.append(H.table(["cell", "method", "task", "status", "score"], rows, raw=True, table_id="cells"))

@@ -260,6 +260,66 @@ def markdown_table(path: Path, name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def element(name: str, inner: str = "", *, css: str = "", attrs: Optional[Mapping[str, Any]] = None,
+            void: bool = False) -> str:
+    """``<name class="css" key="value" ...>inner</name>``: ``inner`` is HTML already, attribute
+    values are escaped, in the order given; ``void``: no content and no closing tag (``img``, ``input``)."""
+    pairs = ([("class", css)] if css else []) + [(key, value) for key, value in (attrs or {}).items()
+                                                   if value is not None]
+    opening = f"<{name}" + "".join(f' {key}="{esc(value)}"' if value is not True else f" {key}"
+                                   for key, value in pairs) + ">"
+    return opening if void else f"{opening}{inner}</{name}>"
+
+
+def heading(level: int, text: str) -> str:
+    """A section heading (``h2``, ``h3``...) of ``text``, on its own line."""
+    return element(f"h{level}", esc(text)) + "\n"
+
+
+def paragraph(inner: str, css: str = "") -> str:
+    """A paragraph of HTML ``inner``, on its own line."""
+    return element("p", inner, css=css) + "\n"
+
+
+def note(text: str) -> str:
+    """A muted paragraph of plain ``text`` (what is missing, and why)."""
+    return paragraph(esc(text), css="note")
+
+
+def code(text: Any) -> str:
+    return element("code", esc(text))
+
+
+def strong(text: Any, css: str = "") -> str:
+    return element("strong", esc(text), css=css)
+
+
+def muted(text: Any) -> str:
+    return element("span", esc(text), css="muted")
+
+
+def link(target: str, inner: str) -> str:
+    """``<a href="target">inner</a>`` (``inner`` is HTML already; ``target`` a relative address)."""
+    return element("a", inner, attrs={"href": target})
+
+
+def preformatted(text: Any, css: str = "") -> str:
+    return element("pre", esc(text), css=css)
+
+
+def details(summary: str, inner: str, opened: bool = False) -> str:
+    """A collapsible block: ``summary`` (plain text) over HTML ``inner``, open when ``opened``."""
+    return element("details", element("summary", esc(summary)) + "\n" + inner, attrs={"open": True if opened else None}
+                   ) + "\n"
+
+
+def figure(src: str, alt: str, caption: str, *, css: str = "", method: str = "", lazy: bool = False) -> str:
+    """An image with its caption (HTML); ``method``: its ``data-method`` (the item page's picker)."""
+    image = element("img", attrs={"src": src, "alt": alt, "loading": "lazy" if lazy else None}, void=True)
+    return element("figure", image + element("figcaption", caption), css=css,
+                   attrs={"data-method": method or None}) + "\n"
+
+
 def key_values(pairs: Iterable[tuple[str, Any]]) -> str:
     """A two-column table of names and values (dicts and lists as compact JSON)."""
     rows = []

@@ -128,46 +128,42 @@ def render_item(experiment: Experiment, item: Item, media: Media, previous: Opti
     body = []
     links = []
     if previous is not None:
-        links.append(f'<a href="{H.esc(H.href(page, item_page(experiment, previous)))}">← {H.esc(previous.name)}</a>')
+        links.append(H.link(H.href(page, item_page(experiment, previous)), f"← {H.esc(previous.name)}"))
     if following is not None:
-        target = H.href(page, item_page(experiment, following))
-        links.append(f'<a href="{H.esc(target)}">{H.esc(following.name)} →</a>')
+        links.append(H.link(H.href(page, item_page(experiment, following)), f"{H.esc(following.name)} →"))
     if links:
-        body.append(f"<p>{' · '.join(links)}</p>\n")
+        body.append(H.paragraph(" · ".join(links)))
     body.append(method_picker(item))
-    body.append(f"<h2>Question</h2>\n<pre class=\"question\">{H.esc(item.question or '(not logged)')}</pre>\n"
-                f"<p>Right answer: <strong class=\"target\">{H.esc(item.target or '(not logged)')}</strong></p>\n")
-    body.append("<h2>Frames</h2>\n")
+    body.append(H.heading(2, "Question") + H.preformatted(item.question or "(not logged)", css="question") + "\n"
+                + H.paragraph(f"Right answer: {H.strong(item.target or '(not logged)', css='target')}"))
+    body.append(H.heading(2, "Frames"))
     for rel, caption in media.frames:
-        body.append(f'<figure><img src="{H.esc(H.href(page, rel))}" alt="frames"><figcaption>{H.esc(caption)}'
-                    "</figcaption></figure>\n")
+        body.append(H.figure(H.href(page, rel), "frames", H.esc(caption)))
     if media.frames_note:
-        body.append(f"<p class=\"note\">{H.esc(media.frames_note)}</p>\n")
+        body.append(H.note(media.frames_note))
     rows = []
     for answer in item.answers:
-        verdict = ("<span class=\"right\">right</span>" if answer.correct else "<span class=\"wrong\">wrong</span>"
-                   if answer.correct is not None else "")
-        cell_link = f'<a href="{H.esc(H.href(page, experiment.cell_page(answer.cell)))}">cell</a>'
+        verdict = (H.element("span", "right", css="right") if answer.correct else
+                   H.element("span", "wrong", css="wrong") if answer.correct is not None else "")
+        cell_link = H.link(H.href(page, experiment.cell_page(answer.cell)), "cell")
         rows.append([H.esc(answer.label), H.esc(answer.answer), H.esc(answer.reply), verdict, cell_link])
     keys = [H.slug(answer.label) for answer in item.answers]
-    body.append("<h2>Answers</h2>\n" + H.table(["method", "answer", "reply", "correct", "cell"], rows, raw=True,
-                                                table_id="answers", row_keys=keys))
-    body.append("<h2>Kept tokens</h2>\n")
+    body.append(H.heading(2, "Answers") + H.table(["method", "answer", "reply", "correct", "cell"], rows, raw=True,
+                                                  table_id="answers", row_keys=keys))
+    body.append(H.heading(2, "Kept tokens"))
     if media.kept_note:
-        body.append(f"<p class=\"note\">{H.esc(media.kept_note)}</p>\n")
+        body.append(H.note(media.kept_note))
     if media.curves:
-        body.append("<h3>Tokens kept per temporal step</h3>\n" + H.budget_svg(
+        body.append(H.heading(3, "Tokens kept per temporal step") + H.budget_svg(
             [(label, budgets) for label, budgets, _ in media.curves], media.per_step,
             keys=[key for _, _, key in media.curves]))
     for label, rel, caption in media.kept:
-        key = H.esc(H.slug(label))
+        key = H.slug(label)
         if rel:
-            body.append(f'<figure class="kept" data-method="{key}"><img src="{H.esc(H.href(page, rel))}" '
-                        f'alt="kept tokens: {H.esc(label)}" loading="lazy"><figcaption>{H.esc(caption)}</figcaption>'
-                        "</figure>\n")
+            body.append(H.figure(H.href(page, rel), f"kept tokens: {label}", H.esc(caption), css="kept", method=key,
+                                 lazy=True))
         else:
-            body.append(f'<p data-method="{key}"><strong>{H.esc(label)}</strong>: '
-                        f'<span class="muted">{H.esc(caption)}</span></p>\n')
+            body.append(H.element("p", f"{H.strong(label)}: {H.muted(caption)}", attrs={"data-method": key}) + "\n")
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", experiment.items_page),
               (item.name, None)]
     title = item.name if item.task == item.lmms_task else f"{item.task}: {item.name}"
@@ -182,30 +178,30 @@ def method_picker(item: Item) -> str:
     boxes = []
     for answer in item.answers:
         method = answer.cell.split("/")[2] if answer.cell.count("/") >= 4 else ""
-        checked = " checked" if everyone or method in PAPER_METHODS else ""
-        boxes.append(f'<label><input type="checkbox" class="pick" value="{H.esc(H.slug(answer.label))}"{checked}> '
-                     f"{H.esc(answer.label)}</label>")
-    return ("<details class=\"picker\" open><summary>Methods shown (" + str(len(boxes)) + ")</summary>\n<p>"
-            + " ".join(boxes) + "</p></details>\n")
+        box = H.element("input", css="pick", void=True, attrs={
+            "type": "checkbox", "value": H.slug(answer.label), "checked": True if everyone or method in PAPER_METHODS
+            else None})
+        boxes.append(H.element("label", f"{box} {H.esc(answer.label)}"))
+    return H.element("details", H.element("summary", f"Methods shown ({len(boxes)})") + "\n"
+                     + H.element("p", " ".join(boxes)), css="picker", attrs={"open": True}) + "\n"
 
 
 def render_items_index(experiment: Experiment, by_task: dict[str, list[Item]], totals: dict[str, int]) -> str:
     page = experiment.items_page
-    body = ["<p>One page per question: the prompt, every method's answer side by side, the frames the model read "
-            "and, where recorded, the tokens each method kept. Type to filter the rows.</p>\n"]
+    body = [H.paragraph("One page per question: the prompt, every method's answer side by side, the frames the "
+                        "model read and, where recorded, the tokens each method kept. Type to filter the rows.")]
     for task, items in by_task.items():
         table_id = f"items-{H.slug(task)}"
         shown = f"{len(items)} items" if len(items) == totals[task] else (
             f"the first {len(items)} of {totals[task]} items (--max-items)")
-        body.append(f"<h2>{H.esc(task)} ({H.esc(shown)})</h2>\n"
-                    f'<input class="filter" type="search" placeholder="filter: words in any column" '
-                    f'data-table="{H.esc(table_id)}">\n')
+        body.append(H.heading(2, f"{task} ({shown})") + H.element("input", css="filter", void=True, attrs={
+            "type": "search", "placeholder": "filter: words in any column", "data-table": table_id}) + "\n")
         rows = []
         for item in items:
             right = sum(1 for a in item.answers if a.correct)
             wrong = [a.label for a in item.answers if a.correct is False]
             first = (item.question.strip().splitlines() or [""])[0]
-            rows.append([f'<a href="{H.esc(H.href(page, item_page(experiment, item)))}">{H.esc(item.name)}</a>',
+            rows.append([H.link(H.href(page, item_page(experiment, item)), H.esc(item.name)),
                          H.esc(first), H.esc(item.target), H.esc(f"{right}/{len(item.answers)}"),
                          H.esc(", ".join(wrong))])
         body.append(H.table(["item", "question", "answer", "right", "wrong"], rows, raw=True, table_id=table_id))
