@@ -82,7 +82,7 @@ def render_cell(experiment: Experiment, cell: SiteCell) -> str:
         body.append(H.heading(2, "run.log") + H.details(f"last {LOG_TAIL} lines", H.preformatted(tail),
                                                          opened=cell.state == "failed"))
     if record is not None:
-        body.append(H.heading(2, "cell.json") + H.details(
+        body.append(H.heading(2, "The record, cell.json") + H.details(
             "as written", H.preformatted(json.dumps(record.as_json(), indent=2, sort_keys=True))))
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), (cell.rel, None)]
     return H.page(rel, f"Cell {cell.rel}", "".join(body), crumbs)
