@@ -10,8 +10,8 @@ frames the model read and, where the cells recorded them, the kept tokens over t
   the plugin reads it
   (:func:`vcast.eval.video.read_qwen_video` / :func:`~vcast.eval.video.read_llava_video`).
 * Kept tokens: a cell's ``kept/rank*.jsonl`` (:meth:`vcast.results.tree.Cell.kept`): one image
-  per method, the step frames with the dropped tokens dimmed (:func:`vcast.viz.record_frames`),
-  and the per-step budget curve.
+  per method, every frame of each shown temporal step with the step's dropped tokens dimmed
+  (:func:`vcast.viz.record_frames`, ``every_frame``), and the per-step budget curve.
 """
 
 from __future__ import annotations
