@@ -86,16 +86,27 @@ class EfficiencyLog:
 def read_jsonl(directory: str | Path, pattern: str) -> list[dict[str, Any]]:
     """The JSON lines of every file matching ``pattern`` in ``directory``, files in name order. A
     file's torn last line (its writer killed mid-line, then resumed) is skipped with a warning."""
-    records: list[dict[str, Any]] = []
-    for path in sorted(Path(directory).glob(pattern)):
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    logger.warning("%s line %d is not JSON (a killed write?); skipped", path, number)
+    return [record for path in sorted(Path(directory).glob(pattern)) for record in read_json_lines(path)]
+
+
+def read_json_lines(path: Path, *, strict: bool = False) -> list[Any]:
+    """The JSON lines of the file ``path`` (blank lines skipped). A line that is not JSON, a torn
+    write (its writer killed mid-line), is skipped with a warning, or with ``strict`` raises.
+
+    Raises:
+        ValueError: ``strict`` and a line is not JSON (the message names the file and line).
+    """
+    records = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError as error:
+                if strict:
+                    raise ValueError(f"{path}:{number}: not JSON ({error})") from error
+                logger.warning("%s:%d: not a complete JSON line (a run cut off while writing?); skipped", path, number)
     return records
 
 

@@ -27,7 +27,6 @@ from vcast.sweep.cell import CellSpec
 RECORD_VERSION = 2
 OLDEST_VERSION = 1  # cell.json of vcast before the typed record: the same fields, no version
 FINISHED_STATUSES = ("ok", "failed", "oom")  # what a written record says
-RETURNED_STATUSES = ("skipped", "mismatch", "busy")  # what run_cell may also return, never written
 
 
 @dataclass(frozen=True)

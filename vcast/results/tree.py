@@ -16,19 +16,18 @@ file, so a caller can list the cell as a problem and go on with the others.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
-from vcast.eval.efficiency import read_jsonl
-from vcast.kept_records import KeptRecord, from_json as kept_from_json
+from vcast.eval.efficiency import read_json_lines, read_jsonl
 from vcast.results.layout import (CACHE_DIR, CELL_FILE, DONE_FILE, EFFICIENCY_DIR, EFFICIENCY_RECORDS, KEPT_DIR,
                                   KEPT_RECORDS, LMMS_EVAL_DIR, RUN_LOG)
 from vcast.results.record import AttemptEntry, CellRecord, read_record
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from vcast.kept_records import KeptRecord
 
 WORK_SUFFIX = "staging-resumable"  # .<task>.staging-resumable: the working folder a cell's attempts share
 SAMPLES_NAME = re.compile(r"_samples_(?P<task>.+)\.jsonl$")  # lmms-eval's <date>_samples_<lmms task>.jsonl
@@ -155,7 +154,10 @@ class Cell:
         out = {}
         for task, path in self.sample_files().items():
             if lmms_task is None or task == lmms_task:
-                out[task] = first_per_doc(_json_lines(path, strict=True))
+                try:
+                    out[task] = first_per_doc(read_json_lines(path, strict=True))
+                except ValueError as error:
+                    raise CellFileError(str(error)) from error
         return out
 
     # vcast's own records ----------------------------------------------------------------------
@@ -171,12 +173,15 @@ class Cell:
     def kept(self, lmms_task: Optional[str] = None) -> dict[tuple[str, int, int], KeptRecord]:
         """``{(lmms task, doc_id, video): kept-token record}`` (of ``lmms_task`` only when given); a later
         record of the same key wins (a rerun); a torn last line is skipped."""
+        # imported here: the format module brings numpy and the model families, which the sweep and
+        # status, reading only records, never need
+        from vcast.kept_records import from_json as kept_from_json
+
         out: dict[tuple[str, int, int], KeptRecord] = {}
-        for path in self.kept_files():
-            for data in _json_lines(path, strict=False):
-                if lmms_task is None or data.get("task") == lmms_task:
-                    record = kept_from_json(data)
-                    out[(record.task, record.doc_id, record.video)] = record
+        for data in read_jsonl(self.path / KEPT_DIR, KEPT_RECORDS):
+            if lmms_task is None or data.get("task") == lmms_task:
+                record = kept_from_json(data)
+                out[(record.task, record.doc_id, record.video)] = record
         return out
 
     def kept_files(self) -> list[Path]:
@@ -276,20 +281,3 @@ def first_per_doc(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for number, record in enumerate(records):
         seen.setdefault(record.get("doc_id", f"#{number}"), record)
     return list(seen.values())
-
-
-def _json_lines(path: Path, *, strict: bool) -> list[dict[str, Any]]:
-    """The JSON lines of ``path``; a line that is not JSON raises (``strict``) or, a torn write, is
-    skipped with a warning."""
-    out = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except ValueError as error:
-                if strict:
-                    raise CellFileError(f"{path}:{number}: not JSON ({error})") from error
-                logger.warning("%s:%d: not a complete JSON line (a run cut off while writing?); skipped", path, number)
-    return out
