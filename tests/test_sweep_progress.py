@@ -20,7 +20,7 @@ pytest.importorskip("hydra")
 from vcast.results.layout import DONE_FILE  # noqa: E402
 from vcast.sweep.progress import progress_line, start_progress  # noqa: E402
 from vcast.sweep.progress_relay import ProgressRelay  # noqa: E402
-from vcast.sweep.slurm_job import job_name, rename_slurm_job  # noqa: E402
+from vcast.sweep.slurm_job import ignore_time_limit_signal, job_name, rename_slurm_job  # noqa: E402
 from vcast.sweep.status import main as status_main  # noqa: E402
 from vcast.sweep.summary import SweepSummary, record_outcome  # noqa: E402
 
@@ -132,6 +132,35 @@ def test_slurm_names_and_no_rename_outside_a_submitted_job(monkeypatch: pytest.M
     monkeypatch.setenv("SLURM_JOB_ID", "123")
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     assert rename_slurm_job("x") is None  # e.g. a sweep run by hand inside an allocation: left alone
+    assert ignore_time_limit_signal() is None  # ... and its signals are the user's
+
+
+# A process of a finished job that keeps getting the time-limit signal while it returns and shuts down,
+# as a job does whose cell ends in the seconds before SLURM's time-limit check. The handler stands for
+# submitit's (Python code, which Python's shutdown resets to the signal's default: death, exit 140).
+_SIGNALLED_TO_THE_END = """
+import os, signal, subprocess, sys, time
+from vcast.sweep.slurm_job import ignore_time_limit_signal
+signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+signal.signal(signal.SIGUSR2, lambda signum, frame: None)
+print(ignore_time_limit_signal().name)
+# the sender stops when the signal cannot be sent (the process is gone) or after 10 s
+subprocess.Popen(["bash", "-c", f"while [ $SECONDS -lt 10 ] && kill -{sys.argv[1]} {os.getpid()}; do :; done"],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.parametrize("configured, sent", [(None, "USR2"), ("USR1", "USR1")])
+def test_a_settled_job_survives_the_time_limit_signal_through_its_shutdown(configured: Optional[str], sent: str,
+                                                                          tmp_path: Path) -> None:
+    env = {**os.environ, "SLURM_JOB_ID": "123", "SUBMITIT_EXECUTOR": "slurm", "PYTHONPATH": str(ROOT)}
+    env.pop("SUBMITIT_PREEMPT_SIGNAL", None)
+    if configured:
+        env["SUBMITIT_PREEMPT_SIGNAL"] = configured  # submitit's variable for another signal
+    done = subprocess.run([sys.executable, "-c", _SIGNALLED_TO_THE_END, sent], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, f"SIG{sent}"), done.stderr
 
 
 # Ctrl-C. Every sweep below is started with SIGINT's default disposition (_default_sigint): a shell

@@ -180,7 +180,7 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from vcast.sweep.slurm_job import rename_slurm_job  # noqa: E402
+from vcast.sweep.slurm_job import ignore_time_limit_signal, rename_slurm_job  # noqa: E402
 from vcast.sweep.spec import preflight, spec_from_config  # noqa: E402
 
 logger = logging.getLogger("vcast.sweep")
@@ -214,6 +214,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         console = sys.stderr if sys.stderr.isatty() else None  # lmms-eval's progress bars, when someone watches
         record = run_cell(spec, results_root, timeout_s=timeout, rerun_mismatched=bool(cfg.rerun_mismatched),
                           console=console, resume=bool(cfg.get("resume", True)))
+    ignore_time_limit_signal()  # the cell is settled: a requeue from here would find it done
     if cfg.logger == "wandb" and record.status in ("ok", "failed", "oom"):
         from vcast.sweep.wandb_log import log_cell
 
