@@ -71,7 +71,7 @@ def test_qualitative_figures_draw_each_methods_recorded_kept_set(tree: Path, tmp
 
     collection = collect_items(tree, experiments=["demo"])
     choice = choose_items(collection, "demo", baselines=["uniform"], count=1)[0]
-    records = item_records(choice, tree)
+    records = item_records(choice)
     assert set(records) == {"vanilla", "uniform", "vcast"}
     drawn = []
     original = qualitative.draw_item

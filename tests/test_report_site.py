@@ -17,7 +17,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from tests.support.shared_once import DEMO_TREE_METHODS, shared_demo_tree
+from tests.support.shared_once import DEMO_TREE_METHODS, RECORDS_TREE_METHODS, shared_demo_tree, shared_records_tree
 from vcast.report.__main__ import main
 from vcast.report.paper import SHIPPED, PaperTables
 from vcast.report.site import build_site, find_experiments, paper_rows, render_experiment
@@ -48,16 +48,19 @@ class _Page(HTMLParser):
         self.urls: list[tuple[str, str]] = []  # (attribute, value)
         self.tables: dict[str, list[list[str]]] = {}
         self.images: list[str] = []
+        self.canvases: list[dict[str, str]] = []  # the kept maps: each canvas's attributes
         self._table: Optional[str] = None
         self._cell: Optional[list[str]] = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
         values = dict(attrs)
-        for name in ("href", "src"):
+        for name in ("href", "src", "data-sheet"):
             if values.get(name) is not None:
                 self.urls.append((name, values[name] or ""))
         if tag == "img":
             self.images.append(values.get("src") or "")
+        if tag == "canvas":
+            self.canvases.append({key: value or "" for key, value in values.items()})
         if tag == "table" and (values.get("data-csv") or values.get("data-md")):
             self._table = values.get("data-csv") or f"md:{values['data-md']}"
             self.tables[self._table] = []
@@ -200,18 +203,25 @@ def test_site_files_links_tables_items_and_incremental_rebuilds(demo_results: Pa
                      "fastv": "FastV (r=0.25)", "vidcom2": "VidCom² (r=0.25)",
                      "vcast_uniform": "Uniform Allocation (r=0.25)"}[method]
             assert f"<td>{label} †</td><td>{entry['pred']}</td>" in text and verdict in text
-        images = _parse(path).images
-        kept_maps = [src for src in images if "-kept-" in src]
-        assert len(kept_maps) == 2 and len(images) == 3  # the frames read, and a kept map per recorded method
+        parsed = _parse(path)
+        assert len(parsed.images) == 1  # the frames read; the kept maps are canvases over one shared sheet
+        maps = {canvas["aria-label"]: canvas for canvas in parsed.canvases}
+        assert sorted(maps) == ["kept tokens: Random (r=0.25) †", "kept tokens: V-CAST (r=0.25) †"]  # † partial
         assert "Vanilla †</strong>: <span class=\"muted\">no kept-token records in this cell" in text
+        [sheet] = {canvas["data-sheet"] for canvas in maps.values()}  # both read the same frames: one image
         from PIL import Image
 
-        for method in ("vcast", "random"):
-            src = next(s for s in kept_maps if f"--{method}--" in s)
-            with Image.open(path.parent / src) as image:  # 128 px square frames, 2 px apart
-                # every frame of the 4 temporal steps, left to right: a token covers 2 frames, both drawn
-                assert image.size == (8 * 96 + 7 * 2, 96)
-            kept = masks[method][doc_id]
+        with Image.open(path.parent / sheet) as image:  # 128 px square frames scaled to 96, 2 px apart
+            # every frame of the 4 temporal steps, left to right: a token covers 2 frames, both drawn
+            assert image.size == (8 * 96 + 7 * 2, 96)
+        for method, label in (("vcast", "V-CAST (r=0.25) †"), ("random", "Random (r=0.25) †")):
+            canvas, kept = maps[f"kept tokens: {label}"], masks[method][doc_id]
+            # 8 tiles a row of 96 x 96 pixels, 2 apart, 2 frames a step, 8 tiles; a 4 x 4 grid, dropped cells at 25%
+            assert (canvas["data-tiles"], canvas["data-grid"], canvas["data-dim"]) == ("8 96 96 2 2 8", "4 4", "0.25")
+            assert (canvas["width"], canvas["height"]) == (str(8 * 96 + 7 * 2), "96")
+            shown = [np.unpackbits(np.frombuffer(bytes.fromhex(word), np.uint8))[:16].reshape(4, 4).astype(bool)
+                     for word in canvas["data-kept"].split()]
+            assert np.array_equal(np.stack(shown), kept)  # each step's kept tokens, as the record has them
             assert f"{kept.sum()}/{kept.size} tokens ({100 * kept.sum() / kept.size:.0f}%) kept" in text
         assert "<polyline" in text  # the per-step budget curve
 
@@ -354,7 +364,8 @@ def browser():
     options = Options()
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000", "--disable-extensions", "--no-first-run"):
+                     "--window-size=1400,1000", "--disable-extensions", "--no-first-run",
+                     "--allow-file-access-from-files"):  # a canvas drawn from a file:// image may be read back
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     # The driver's path given: selenium's own driver manager (which would download one) is not used.
@@ -469,6 +480,101 @@ def test_site_in_headless_chromium(demo_results: Path, tmp_path: Path, browser) 
     assert rows and not any(row.is_displayed() for row in rows)
     assert _severe(browser) == []
     assert sorted(os.listdir(shots)) == ["cell.png", "experiment.png", "index.png", "item.png"]
+
+
+# Every kept map of the page once drawn (the window as tall as the page: each one near the viewport),
+# as PNG data URLs, beside its frame sheet as the browser decodes it.
+_KEPT_MAPS = """
+const done = arguments[arguments.length - 1];
+const maps = Array.from(document.querySelectorAll('canvas.kept-map')).filter(c => c.offsetParent !== null);
+const wait = () => {
+  if (!maps.every(c => ['yes', 'failed'].includes(c.getAttribute('data-drawn')))) { setTimeout(wait, 50); return; }
+  const sheets = {};
+  Promise.all(maps.map(c => new Promise(resolve => {
+    const image = new Image();
+    image.onload = () => {
+      const copy = document.createElement('canvas');
+      copy.width = image.naturalWidth; copy.height = image.naturalHeight;
+      copy.getContext('2d').drawImage(image, 0, 0);
+      sheets[c.getAttribute('data-sheet')] = copy.toDataURL('image/png');
+      resolve();
+    };
+    image.src = c.getAttribute('data-sheet');
+  }))).then(() => done([maps.map(c => [c.getAttribute('aria-label'), c.getAttribute('data-drawn'),
+                                       c.toDataURL('image/png'), c.getAttribute('data-sheet'),
+                                       c.getAttribute('data-tiles'), c.getAttribute('data-grid'),
+                                       c.getAttribute('data-kept')]), sheets]));
+};
+wait();
+"""
+
+
+def _pixels(data_url: str) -> np.ndarray:
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))) as image:
+        return np.asarray(image.convert("RGB")).astype(np.int16)
+
+
+def _tile(pixels: np.ndarray, layout: dict, index: int) -> np.ndarray:
+    (width, height), gap, columns = layout["tile"], layout["gap"], layout["columns"]
+    row, column = divmod(index, columns)
+    top, left = row * (height + gap), column * (width + gap)
+    return pixels[top:top + height, left:left + width]
+
+
+def test_kept_maps_in_headless_chromium(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, browser) -> None:
+    """The item page's kept maps as a reader sees them, on the demo model's cells at 32 frames: the page's
+    script draws each method's map over the item's one frame sheet, pixel for pixel that sheet with the
+    cells of the dropped tokens dimmed to a quarter (±1 for the canvas's rounding); and item #2, whose
+    yellow object the model saw in one frame only, the second of its temporal step, shows it in
+    vanilla's map (a map of each step's first frame would not)."""
+    from vcast.eval.synthetic_benchmark import LETTERS
+    from vcast.eval.tasks.vcast_synth import utils as task
+    from vcast.eval.video import read_qwen_video
+    from vcast.viz import cell_edges
+
+    results = shared_records_tree(tmp_path_factory)
+    site = tmp_path / "site"
+    build_site(results / "demo", site, max_items=3)
+    doc = json.loads(task.JSONL.read_text(encoding="utf-8").splitlines()[2])
+    read = [int(i) for i in read_qwen_video(task.doc_to_visual(doc)[0], 32).indices]
+    [position] = [p for p, index in enumerate(read) if index in doc["event_frames"]]
+    assert doc["category"] == "appear" and doc["options"][LETTERS.index(doc["answer"])] == "D. yellow"
+    assert position % 2 == 1  # the second frame of its temporal step (a Qwen3-VL token covers two)
+
+    browser.get((site / "demo" / "items" / "vcast_synth" / "vcast_synth-2.html").resolve().as_uri())
+    _settle(browser)
+    maps, sheets = browser.execute_async_script(_KEPT_MAPS)
+    assert len(maps) == len(RECORDS_TREE_METHODS) and {m[1] for m in maps} == {"yes"}, [m[:2] for m in maps]
+    assert len(sheets) == 1  # every method read the same 32 frames: one image for all
+    dimmed_somewhere, vanilla = 0, 0
+    for label, _, drawn, sheet, tiles, grid, kept in maps:
+        drawn, source = _pixels(drawn), _pixels(sheets[sheet])
+        columns, width, height, gap, per_step, count = map(int, tiles.split())
+        layout = {"tile": [width, height], "gap": gap, "columns": columns}
+        h, w = map(int, grid.split())
+        masks = [np.unpackbits(np.frombuffer(bytes.fromhex(word), np.uint8))[:h * w].reshape(h, w).astype(bool)
+                 for word in kept.split()]
+        expected = source.copy()
+        assert per_step == 2 and count == 32  # every frame of the 16 steps
+        rows, cols = np.diff(cell_edges(height, h)), np.diff(cell_edges(width, w))
+        for index in range(count):
+            cells = np.repeat(np.repeat(masks[index // per_step], rows, axis=0), cols, axis=1)
+            tile = _tile(expected, layout, index)
+            tile[~cells] = np.rint(tile[~cells] * 0.25)
+            dimmed_somewhere += int((~cells).any())
+        assert drawn.shape == source.shape and np.abs(drawn - expected).max() <= 1, label
+        if label.startswith("kept tokens: Vanilla"):
+            yellow = [int(((t[..., 0] > 170) & (t[..., 1] > 150) & (t[..., 2] < 110)).sum())
+                      for t in (_tile(drawn, layout, position - 1), _tile(drawn, layout, position))]
+            assert yellow[0] == 0 and yellow[1] >= 20, yellow  # in the frame that holds it, not in its step's first
+            vanilla += 1
+    assert vanilla == 1 and dimmed_somewhere  # the pruning methods' maps dim what they dropped
+    assert _severe(browser) == []
 
 
 def test_an_item_page_of_many_cells_starts_with_the_papers_methods() -> None:

@@ -22,12 +22,12 @@ from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 from vcast.report.__main__ import main
 from vcast.report.collect import collect
 from vcast.report.export import csv_text, markdown_text
-from vcast.report.layouts import LAYOUTS
+from vcast.report.layouts import LAYOUTS, PAPER_BASELINES
 from vcast.report.scoring import load_task_scorings
 from vcast.report.names import method_name
 from vcast.report.tables import build_table
-from vcast.report.tradeoff import (LAYER_PERCENT, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics, plot_tradeoff,
-                                   tradeoff_points)
+from vcast.report.tradeoff import (LAYER_PERCENT, MAX_CURVES, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics,
+                                   plot_tradeoff, tradeoff_figures, tradeoff_points)
 
 SCORINGS = load_task_scorings()
 ITEMS = 20
@@ -101,6 +101,39 @@ def test_the_figure_draws_one_curve_per_method_over_its_ratios(frame: pd.DataFra
     written = plot_tradeoff(frame, tmp_path / "trade-tradeoff", model="tiny")
     assert [p.name for p in written] == ["trade-tradeoff.png", "trade-tradeoff.pdf"]
     assert written[0].read_bytes().startswith(b"\x89PNG") and written[1].read_bytes().startswith(b"%PDF")
+
+
+def test_past_ten_methods_the_paper_comparison_and_a_panel_per_method(tmp_path: Path) -> None:
+    """25 methods on one plot are curves on curves: past MAX_CURVES the figure draws vanilla, V-CAST
+    and the paper's baselines (its front among them), and a second figure gives every method a
+    panel of its own over the same axes."""
+    others = ("random", "uniform", "fastv", "pdrop", "sparsevlm", "dycoke", "prunevid")
+    methods = ("vcast", *PAPER_BASELINES, *others)
+    assert len(methods) > MAX_CURVES
+    grid = {("vanilla", 1.0): (80, 100, 100, 10.0, 2000)}
+    for index, method in enumerate(methods):
+        grid[(method, 0.25)] = (10 + 5 * index, 25, 25, 4.0, 1300)  # 5 points: one of the 20 items
+        grid[(method, 0.5)] = (15 + 5 * index, 50, 50, 6.0, 1500)
+    write_grid(tmp_path, grid)
+    frame = collect(tmp_path).frame
+    [(main_figure, main_stem), (panels, panels_stem)] = tradeoff_figures(frame, tmp_path / "t-tradeoff", model="tiny")
+    assert (main_stem.name, panels_stem.name) == ("t-tradeoff", "t-tradeoff-methods")
+    drawn = {line.get_gid().split(":")[1] for ax in main_figure.axes for line in ax.get_lines()
+             if (line.get_gid() or "").startswith("curve:")}
+    assert drawn == {"vcast", *PAPER_BASELINES}
+    # the front among the drawn points (not the others' better ones): the paper's last baseline, then vanilla
+    front = {line.get_gid() for line in main_figure.axes[0].get_lines() if (line.get_gid() or "").startswith("ring:")}
+    assert front == {f"ring:{PAPER_BASELINES[-1]}:KeptPct", "ring:vanilla:KeptPct"}
+    assert "all 13 methods, one panel each: t-tradeoff-methods" in main_figure.get_suptitle()
+    curves = {line.get_gid(): line for ax in panels.axes for line in ax.get_lines()
+              if (line.get_gid() or "").startswith("panel:")}
+    assert sorted(curves) == sorted(f"panel:{m}" for m in methods)
+    last = len(methods) - 1
+    assert list(curves[f"panel:{methods[-1]}"].get_ydata()) == [10 + 5 * last, 15 + 5 * last]
+    assert len({(ax.get_xlim(), ax.get_ylim()) for ax in panels.axes if ax.get_visible() and ax.lines}) == 1
+    written = plot_tradeoff(frame, tmp_path / "t-tradeoff", model="tiny")
+    assert [p.name for p in written] == ["t-tradeoff.png", "t-tradeoff.pdf", "t-tradeoff-methods.png",
+                                         "t-tradeoff-methods.pdf"]
 
 
 def test_no_layer_panel_without_in_llm_methods(tmp_path: Path) -> None:

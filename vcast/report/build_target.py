@@ -26,7 +26,7 @@ from vcast.report.intervals import attach_intervals
 from vcast.report.layouts import LAYOUTS, generic_layout
 from vcast.report.paper import PaperTables
 from vcast.report.per_sample import CellItemsCollection, collect_items
-from vcast.report.products import PRODUCTS, Product, TableOutput, find_product
+from vcast.report.products import PRODUCTS, TRADEOFF_FIGURE, TRADEOFF_FIGURES, Product, TableOutput, find_product
 from vcast.report.scoring import load_task_scorings
 from vcast.report.significance import DEFAULT_RESAMPLES, DEFAULT_SEED
 from vcast.report.summary_table import SUFFIX as SUMMARY_SUFFIX
@@ -138,7 +138,8 @@ def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame,
                            items: Optional[CellItemsCollection] = None,
                            intervals: Optional[pd.DataFrame] = None) -> tuple[list[Path], list[str]]:
     """Per table of ``product``: ``<stem>-analysis.{csv,md,tex}`` (loyalty, flips, paired
-    intervals, McNemar) and ``<stem>-tradeoff.{png,pdf}``; with ``intervals`` (the cells'
+    intervals, McNemar) and ``<stem>-tradeoff.{png,pdf}`` (past 10 methods also
+    ``<stem>-tradeoff-methods.{png,pdf}``); with ``intervals`` (the cells'
     bootstrap intervals) also ``<stem>-summary.{md,csv}`` (:mod:`vcast.report.summary_table`);
     returns (written paths, problems)."""
     scorings = load_task_scorings()
@@ -165,7 +166,7 @@ def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame,
         try:
             if table_model is None:
                 raise ValueError("no cells")
-            written += plot_tradeoff(frame, out_dir / f"{stem}-tradeoff", model=table_model,
+            written += plot_tradeoff(frame, out_dir / f"{stem}{TRADEOFF_FIGURE}", model=table_model,
                                      experiments=output.experiments)
         except ValueError as error:
             problems.append(f"figure {stem}-tradeoff: {error}")
@@ -196,7 +197,7 @@ def possible_outputs(product: Product, out: Optional[Path], results: Path, profi
             paths += [tables / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES]
         paths += [tables / f"{stem}{ANALYSIS_SUFFIX}{suffix}" for suffix in TABLE_SUFFIXES]
         paths += [tables / f"{stem}{SUMMARY_SUFFIX}{suffix}" for suffix in SUMMARY_SUFFIXES]
-        paths += [tables / f"{stem}-tradeoff{suffix}" for suffix in FIGURE_SUFFIXES]
+        paths += [tables / f"{stem}{figure}{suffix}" for figure in TRADEOFF_FIGURES for suffix in FIGURE_SUFFIXES]
     paths += [figures / f"{name}{suffix}" for name in product.figures for suffix in FIGURE_SUFFIXES]
     return paths
 

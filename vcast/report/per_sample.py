@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from vcast.report.scoring import CONFIG_DIR, MalformedCell, TaskScoring, load_task_scorings
-from vcast.results.tree import CellFileError, ResultsTree
+from vcast.results.tree import Cell, CellFileError, ResultsTree
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class CellItems:
     variant: str
     limit: Optional[float]
     items: pd.DataFrame
+    source: Optional[Cell] = field(default=None, repr=False, compare=False)  # the cell as the reader read it
 
     @property
     def key(self) -> tuple[str, str, str, int, str]:
@@ -273,7 +274,8 @@ def collect_items(root: Path, *, experiments: Optional[Sequence[str]] = None, co
             out.cells.append(CellItems(
                 cell=cell.rel, experiment=spec.experiment, model=spec.model, frames=int(spec.frames),
                 ratio=float(spec.ratio), method=spec.method, task=spec.task, profile=spec.profile,
-                variant=spec.variant, limit=None if spec.limit is None else float(spec.limit), items=items))
+                variant=spec.variant, limit=None if spec.limit is None else float(spec.limit), items=items,
+                source=cell))
         except (MalformedCell, CellFileError, OSError, KeyError, TypeError, ValueError) as error:
             out.problems.append(f"{cell.rel}: {error}")
             logger.warning("per-sample analysis skips %s: %s", cell.rel, error)

@@ -44,6 +44,10 @@ class Product:
 
 # The build options a target may turn on by default (``python -m vcast.report build --help``).
 BUILD_OPTIONS = ("kept_tokens", "intervals", "analysis", "summary")
+# The trade-off figures a table's analysis draws, after its stem: the figure, and past ten methods every
+# method one panel each (vcast.report.tradeoff.plot_tradeoff).
+TRADEOFF_FIGURE, TRADEOFF_PANELS = "-tradeoff", "-tradeoff-methods"
+TRADEOFF_FIGURES = (TRADEOFF_FIGURE, TRADEOFF_PANELS)
 
 
 def _single(name: str, experiment: str, layout: str, description: str, figures: tuple[str, ...] = ()) -> Product:

@@ -7,8 +7,10 @@ then one row per method (vanilla first, V-CAST last) with a strip of its frames 
 V-CAST spent most, and evenly spaced ones), the tokens it dropped dimmed
 (:func:`vcast.viz.kept_frames`, from the cell's kept-token records, :mod:`vcast.kept_records`),
 its answer marked right or wrong, and below them each method's per-frame (per temporal patch)
-budget. The video is read through the task's own ``doc_to_visual`` (:mod:`vcast.report.task_docs`)
-at the frames the cell recorded.
+budget. Answers and kept records come from the results reader's cells
+(:attr:`vcast.report.per_sample.CellItems.source`), the video through the task's own
+``doc_to_visual`` (:mod:`vcast.report.task_docs`) at the frames the cell recorded
+(:func:`item_evidence`); :func:`draw_item` draws only what it is given.
 
     python -m vcast.report qualitative demo --baselines uniform,random --items 3
 """
@@ -105,11 +107,20 @@ class Answer:
     correct: bool
 
 
-def answers(choice: Choice, results: Path) -> tuple[str, str, dict[str, Answer]]:
+def _reader(cell: CellItems) -> Cell:
+    if cell.source is None:
+        raise ValueError(f"{cell.cell}: not read from a results tree (collect_items gives each cell its reader)")
+    return cell.source
+
+
+def answers(choice: Choice) -> tuple[str, str, dict[str, Answer]]:
     """``(prompt text, target, {method: Answer})`` of a chosen item, from each cell's samples."""
     prompt, target, out = "", "", {}
     for method, cell in choice.cells.items():
-        record = _sample(Path(results) / cell.cell, choice.lmms_task, choice.doc_id)
+        record = next((r for r in _reader(cell).samples(choice.lmms_task).get(choice.lmms_task, [])
+                       if str(r.get("doc_id")) == str(choice.doc_id)), None)
+        if record is None:
+            raise ValueError(f"{cell.cell}: no sample of {choice.lmms_task} doc {choice.doc_id}")
         row = cell.items[(cell.items["lmms_task"] == choice.lmms_task) & (cell.items["doc_id"] == choice.doc_id)]
         out[method] = Answer(sample_reply(record).strip(), bool(row["correct"].iloc[0]))
         prompt = prompt or sample_prompt(record)
@@ -117,18 +128,11 @@ def answers(choice: Choice, results: Path) -> tuple[str, str, dict[str, Answer]]
     return prompt, target, out
 
 
-def _sample(cell_dir: Path, lmms_task: str, doc_id: str) -> dict:
-    for record in Cell(cell_dir).samples(lmms_task).get(lmms_task, []):
-        if str(record.get("doc_id")) == str(doc_id):
-            return record
-    raise ValueError(f"{cell_dir}: no sample of {lmms_task} doc {doc_id}")
-
-
-def item_records(choice: Choice, results: Path) -> dict[str, KeptRecord]:
+def item_records(choice: Choice) -> dict[str, KeptRecord]:
     """Each method's kept-token record of the item's first video (methods without one are left out)."""
     out = {}
     for method, cell in choice.cells.items():
-        record = Cell(Path(results) / cell.cell).kept(choice.lmms_task).get(
+        record = _reader(cell).kept(choice.lmms_task).get(
             (choice.lmms_task, int(choice.doc_id) if str(choice.doc_id).isdigit() else choice.doc_id, 0))
         if record is None:
             logger.warning("qualitative: %s has no kept-token record of %s doc %s", cell.cell, choice.lmms_task,
@@ -136,6 +140,41 @@ def item_records(choice: Choice, results: Path) -> dict[str, KeptRecord]:
             continue
         out[method] = record
     return out
+
+
+@dataclass(frozen=True)
+class ItemEvidence:
+    """What the figure of one chosen item shows, as the results reader (answers, kept records) and
+    the task's documents (the video, at the frames the cells recorded) give it."""
+
+    prompt: str
+    target: str
+    replies: dict[str, Answer]
+    records: dict[str, KeptRecord]
+    video: Path
+    frames: np.ndarray  # uint8 [N, H, W, 3]: the frames V-CAST's cell was given
+
+
+def item_evidence(choice: Choice) -> ItemEvidence:
+    """Everything :func:`draw_item` needs of ``choice``.
+
+    Raises:
+        ValueError: the V-CAST cell recorded no kept tokens for the item, or its video is not found.
+    """
+    from vcast.eval.video import open_video
+    from vcast.report.task_docs import item_visuals
+
+    name = f"{choice.lmms_task} doc {choice.doc_id}"
+    records = item_records(choice)
+    if "vcast" not in records:
+        raise ValueError(f"{name}: the V-CAST cell recorded no kept tokens for it (rerun it: record_kept is on "
+                         "by default)")
+    videos = [Path(v) for v in item_visuals(choice.lmms_task, choice.doc_id) if isinstance(v, (str, Path))]
+    if not videos or not videos[0].exists():
+        raise ValueError(f"{name}: video {videos[0] if videos else '(none)'} not found")
+    prompt, target, replies = answers(choice)
+    frames = np.asarray(open_video(str(videos[0])).read(list(records["vcast"].frame_indices)))
+    return ItemEvidence(prompt, target, replies, records, videos[0], frames)
 
 
 def shown_steps(records: dict[str, KeptRecord], total: int, count: int = DEFAULT_STEPS) -> list[int]:
@@ -219,13 +258,12 @@ def write_qualitative(results: Path, experiment: str, out: Path, *, ratio: float
                       frames: Optional[int] = None, baselines: Sequence[str] = DEFAULT_BASELINES,
                       vanilla_wrong: bool = False, items: int = 3, seed: int = 0,
                       model: Optional[str] = None) -> tuple[list[Path], list[str]]:
-    """Choose the items (:func:`choose_items`), read each one's video at the recorded frames and
-    write ``<out>/qualitative-<experiment>-<task>-<doc>.{png,pdf}``; ``(files written, problems)``:
+    """Choose the items (:func:`choose_items`) among the cells the results reader gives
+    (:func:`vcast.report.per_sample.collect_items`), gather each one's evidence (:func:`item_evidence`)
+    and write ``<out>/qualitative-<experiment>-<task>-<doc>.{png,pdf}``; ``(files written, problems)``:
     an item whose video is missing or whose cells recorded no kept tokens is named and skipped."""
-    from vcast.eval.video import open_video
     from vcast.report.figure_common import save_figure
     from vcast.report.per_sample import collect_items
-    from vcast.report.task_docs import item_visuals
 
     collection = collect_items(results, experiments=[experiment])
     choices = choose_items(collection, experiment, ratio=ratio, frames=frames, baselines=baselines,
@@ -233,21 +271,15 @@ def write_qualitative(results: Path, experiment: str, out: Path, *, ratio: float
     written: list[Path] = []
     problems: list[str] = list(collection.problems)
     for choice in choices:
-        name = f"{choice.lmms_task} doc {choice.doc_id}"
-        records = item_records(choice, results)
-        if "vcast" not in records:
-            problems.append(f"{name}: the V-CAST cell recorded no kept tokens for it (rerun it: record_kept is on "
-                            "by default); skipped")
-            continue
-        videos = [v for v in item_visuals(choice.lmms_task, choice.doc_id) if isinstance(v, (str, Path))]
-        if not videos or not Path(videos[0]).exists():
-            problems.append(f"{name}: video {videos[0] if videos else '(none)'} not found; skipped")
+        try:
+            evidence = item_evidence(choice)
+        except ValueError as error:
+            problems.append(f"{error}; skipped")
             logger.warning("qualitative: %s", problems[-1])
             continue
-        frames_read = open_video(str(videos[0])).read(list(records["vcast"].frame_indices))
-        prompt, target, replies = answers(choice, results)
-        figure = draw_item(frames_read, prompt, target, replies, records,
-                           title=f"{experiment}: {name} ({Path(videos[0]).name}), r = {ratio:g}")
+        figure = draw_item(evidence.frames, evidence.prompt, evidence.target, evidence.replies, evidence.records,
+                           title=f"{experiment}: {choice.lmms_task} doc {choice.doc_id} ({evidence.video.name}), "
+                                 f"r = {ratio:g}")
         stem = out / f"qualitative-{experiment}-{choice.lmms_task}-{choice.doc_id}"
         written += save_figure(figure, stem)
     return written, problems

@@ -48,8 +48,9 @@ from matplotlib.transforms import ScaledTranslation, Transform
 
 from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT
 from vcast.report.figure_common import ALLOCATION_COLORS, save_figure
-from vcast.report.layouts import REFERENCE
+from vcast.report.layouts import PAPER_BASELINES, REFERENCE
 from vcast.report.names import method_name, model_name
+from vcast.report.products import TRADEOFF_FIGURE, TRADEOFF_PANELS
 from vcast.report.tradeoff_points import (MEMORY, METRIC_LABELS, METRICS, PREFILL,  # noqa: F401 (METRICS: re-exported)
                                           SHORT_LABELS, accuracy_benchmarks, drawn_metrics, memory_note,
                                           tradeoff_points)
@@ -63,10 +64,12 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "d")  # no sta
 VCAST = "vcast"
 ACCURACY_RANGE = (0.0, 100.0)  # y is a percentage: the axis never leaves it
 MIN_ACCURACY_SPAN = 4.0  # points: the y axis never zooms in closer than this
+MAX_CURVES = 10  # methods one plot draws legibly; past it, the paper's comparison and a panel per method
+PANELS_SUFFIX = TRADEOFF_PANELS.removeprefix(TRADEOFF_FIGURE)  # <out_stem><PANELS_SUFFIX>: a panel per method
 PERCENT_XLIM = (0.0, 106.0)  # the kept and layer-averaged shares
 
 
-def _style(methods: Sequence[str]) -> dict[str, dict]:
+def method_styles(methods: Sequence[str]) -> dict[str, dict]:
     """Colour, marker and width per method, stable in the given order (V-CAST red and bold)."""
     import matplotlib
 
@@ -108,7 +111,8 @@ class _Spot:
     toward: tuple[int, int]
 
 
-def _x_limits(values: Sequence[float], metric: str) -> tuple[float, float]:
+def x_limits(values: Sequence[float], metric: str) -> tuple[float, float]:
+    """A panel's x range: the percent scale for shares, else the values padded (never below 0)."""
     if metric in (KEPT_PERCENT, LAYER_PERCENT):
         return PERCENT_XLIM
     largest = float(np.nanmax(np.abs(np.asarray(values, dtype=float))))
@@ -179,7 +183,7 @@ def _draw_panel(ax: Axes, at: pd.DataFrame, metric: str, methods: Sequence[str],
     if drawn.empty:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
         return
-    xlim = _x_limits(drawn[metric].to_numpy(float), metric)
+    xlim = x_limits(drawn[metric].to_numpy(float), metric)
     ax.set_xlim(*xlim)
     groups = _groups(drawn, metric, xlim, ylim, methods)
 
@@ -265,8 +269,9 @@ def _draw_panel(ax: Axes, at: pd.DataFrame, metric: str, methods: Sequence[str],
                     gid=f"pareto-label:{row['method']}:{metric}", zorder=8)
 
 
-def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy (%)") -> Figure:
-    """The figure of :func:`tradeoff_points` (see the module docstring)."""
+def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy (%)", note: str = "") -> Figure:
+    """The figure of :func:`tradeoff_points` (see the module docstring); ``note``: a line under the
+    title (which methods it shows)."""
     if points.empty:
         raise ValueError(f"trade-off: nothing to draw for model {model!r}")
     metrics = drawn_metrics(points)
@@ -275,7 +280,7 @@ def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy
     frame_counts = sorted(points["frames"].unique(), reverse=True)
     methods = sorted((m for m in points["method"].unique() if m != REFERENCE),
                      key=lambda m: (m != VCAST, method_name(m).lower()))
-    styles = _style(methods)
+    styles = method_styles(methods)
     figure = Figure(figsize=(3.6 * len(metrics), 3.3 * len(frame_counts) + 0.4), layout="constrained")
     grid = figure.subplots(len(frame_counts), len(metrics), squeeze=False)
     spots: list[dict] = []
@@ -288,9 +293,11 @@ def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy
         row[0].set_ylabel(f"{y_label}\n{frames} frames" if len(frame_counts) > 1 else y_label)
     title = (f"{model_name(model)}: accuracy vs cost\n(one curve per method over its retention ratios, "
              "V-CAST's labelled; ringed: Pareto front)")
-    note = memory_note(points)
-    if note:  # in the figure; the log said it once already, with the points (tradeoff_points)
+    if note:
         title += f"\n{note}"
+    memory = memory_note(points)
+    if memory:  # in the figure; the log said it once already, with the points (tradeoff_points)
+        title += f"\n{memory}"
     suptitle = figure.suptitle(title, fontsize=10)
     handles = [Line2D([], [], color=styles[m]["color"], marker=styles[m]["marker"], linewidth=styles[m]["linewidth"])
                for m in methods]
@@ -320,12 +327,42 @@ def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy
     return figure
 
 
-def plot_tradeoff(frame: pd.DataFrame, out_stem: PathLike, *, model: str,
-                  experiments: Optional[Sequence[str]] = None,
-                  benchmarks: Optional[Sequence[str]] = None) -> list[Path]:
-    """``<out_stem>.png`` and ``.pdf`` of the trade-off figure; returns their paths."""
+def tradeoff_figures(frame: pd.DataFrame, out_stem: PathLike, *, model: str,
+                     experiments: Optional[Sequence[str]] = None,
+                     benchmarks: Optional[Sequence[str]] = None) -> list[tuple[Figure, Path]]:
+    """The trade-off figures of ``frame``'s cells of ``model`` and the stem each is written to: the
+    figure (``out_stem``) and, past :data:`MAX_CURVES` methods, every method one panel each
+    (``<out_stem>-methods``: :data:`PANELS_SUFFIX`, :mod:`vcast.report.tradeoff_methods`), the
+    figure then drawing vanilla, V-CAST and the paper's baselines (every method where fewer than
+    two of those are there)."""
+    from vcast.report.tradeoff_methods import build_method_panels
+
     points = tradeoff_points(frame, model=model, experiments=experiments, benchmarks=benchmarks)
     used = list(benchmarks) if benchmarks else accuracy_benchmarks(
         frame[(frame["model"] == model) & (frame["status"] == "ok")])
     y_label = f"{used[0]} accuracy (%)" if len(used) == 1 else f"Average of {len(used)} benchmarks (%)"
-    return save_figure(build_tradeoff(points, model=model, y_label=y_label), out_stem)
+    methods = sorted((m for m in points["method"].unique() if m != REFERENCE),
+                     key=lambda m: (m != VCAST, method_name(m).lower()))
+    if len(methods) <= MAX_CURVES:
+        return [(build_tradeoff(points, model=model, y_label=y_label), Path(out_stem))]
+    panels = Path(f"{out_stem}{PANELS_SUFFIX}")
+    paper = [m for m in methods if m in (VCAST, *PAPER_BASELINES)]
+    shown, note = points, f"every method, one panel each: {panels.name}"
+    if len(paper) >= 2:  # the paper's comparison, its front among these methods
+        shown = tradeoff_points(frame[frame["method"].isin([REFERENCE, *paper])], model=model,
+                                experiments=experiments, benchmarks=benchmarks)
+        note = f"vanilla, V-CAST and the paper's baselines; all {len(methods)} methods, one panel each: {panels.name}"
+    return [(build_tradeoff(shown, model=model, y_label=y_label, note=note), Path(out_stem)),
+            (build_method_panels(points, methods, method_styles(methods), model=model, y_label=y_label,
+                                 min_span=MIN_ACCURACY_SPAN), panels)]
+
+
+def plot_tradeoff(frame: pd.DataFrame, out_stem: PathLike, *, model: str,
+                  experiments: Optional[Sequence[str]] = None,
+                  benchmarks: Optional[Sequence[str]] = None) -> list[Path]:
+    """Each of :func:`tradeoff_figures` as ``<stem>.png`` and ``.pdf``; returns their paths."""
+    written: list[Path] = []
+    for figure, stem in tradeoff_figures(frame, out_stem, model=model, experiments=experiments,
+                                         benchmarks=benchmarks):
+        written += save_figure(figure, stem)
+    return written

@@ -3,8 +3,9 @@
     python -m vcast.report site results/demo                  # results/demo/site/index.html
     python -m vcast.report site results --out /tmp/site --compare paper
 
-Pages (plain HTML and one style sheet; no server, no network; three small inline scripts: a row
-filter, table sorting, the item page's method picker):
+Pages (plain HTML and one style sheet; no server, no network; four small inline scripts,
+:mod:`~vcast.report.site.scripts`: a row filter, table sorting, the item page's method picker and
+its kept maps):
 
 * ``index.html``: the experiments under the root: every folder holding sweep cells
   (``<experiment>/<model>/<frames>f/<method>/r<ratio>/<task>/``); the root itself when it is one
@@ -29,8 +30,8 @@ whose links all resolve; the next build finishes the job.
 Modules: :mod:`~vcast.report.site.discovery` (what the root holds), one per page kind
 (:mod:`~vcast.report.site.cell_page`, :mod:`~vcast.report.site.experiment_page`,
 :mod:`~vcast.report.site.item_pages`), :mod:`~vcast.report.site.build` (the build and its command),
-:mod:`~vcast.report.site.html` (every piece of HTML), :mod:`~vcast.report.site.writer` (incremental,
-atomic output).
+:mod:`~vcast.report.site.html` (every piece of HTML), :mod:`~vcast.report.site.scripts` (the
+pages' JavaScript), :mod:`~vcast.report.site.writer` (incremental, atomic output).
 """
 
 from vcast.report.site.build import SiteBuild, add_arguments, build_site, run

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from vcast.report.names import method_name
-from vcast.report.products import Product, TableOutput, find_product
+from vcast.report.products import TRADEOFF_FIGURES, Product, TableOutput, find_product
 from vcast.report.site import html as H
 from vcast.report.site.items import SiteCell
 from vcast.results.tree import Cell
@@ -94,8 +94,8 @@ def product_candidates(product: Product, experiment: str, results_root: Path, pr
         if experiment not in output.experiments:
             continue
         stem = output.stem if profile == REPRODUCE else f"{output.stem}-{profile}"
-        paths += [tables / f"{stem}.csv", tables / f"{stem}-analysis.csv", tables / f"{stem}-tradeoff.png",
-                  tables / f"{stem}-tradeoff.pdf"]
+        paths += [tables / f"{stem}.csv", tables / f"{stem}-analysis.csv"]
+        paths += [tables / f"{stem}{figure}{suffix}" for figure in TRADEOFF_FIGURES for suffix in (".png", ".pdf")]
     paths += [figures / f"{name}{suffix}" for name in product.figures for suffix in (".png", ".pdf")]
     return paths
 

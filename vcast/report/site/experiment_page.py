@@ -12,7 +12,9 @@ from vcast.report.collect import collect
 from vcast.report.export import printed_value, vs_paper
 from vcast.report.layouts import LAYOUTS
 from vcast.report.paper import PaperTables
+from vcast.report.products import TRADEOFF_PANELS
 from vcast.report.site import html as H
+from vcast.report.site import scripts
 from vcast.report.site.discovery import Experiment, ReportFile, cell_label, cell_order
 from vcast.report.tables import build_table
 from vcast.sweep.cell import REPRODUCE
@@ -94,7 +96,10 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
     if not experiment.figures:
         body.append(H.note("No figure."))
     for report in experiment.figures:
-        if report.path.suffix == ".png":
+        if report.path.suffix == ".png" and report.path.stem.endswith(TRADEOFF_PANELS):  # a click away: it is long
+            body.append(H.details(f"Every method, one panel each ({report.path.stem})", H.figure(
+                H.href(page, experiment.file(report.path)), report.path.stem, files_links(experiment, page, report))))
+        elif report.path.suffix == ".png":
             body.append(H.figure(H.href(page, experiment.file(report.path)), report.path.stem,
                                  files_links(experiment, page, report)))
         else:
@@ -122,4 +127,4 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
                      H.state_span(cell.state, cell.status), H.esc(score)])
     body.append(H.table(["cell", "method", "task", "status", "score"], rows, raw=True, table_id="cells"))
     crumbs = [("Results", "index.html"), (experiment.name, None)]
-    return H.page(page, f"Experiment {experiment.name}", "".join(body), crumbs, script=H.SORT_JS)
+    return H.page(page, f"Experiment {experiment.name}", "".join(body), crumbs, script=scripts.SORT)

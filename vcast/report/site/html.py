@@ -39,7 +39,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.kv th { position: static; width: 16rem; }
 pre { background: var(--head); padding: .6rem .8rem; overflow-x: auto; font-size: 12px; white-space: pre-wrap; }
 figure { margin: .5rem 0 1.5rem; }
-figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figure img, canvas.kept-map { max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption { font-size: 13px; color: var(--muted); }
 .state { font-weight: 600; }
 .state-done { color: var(--ok); }
@@ -66,78 +66,6 @@ ul.legend span.swatch { display: inline-block; width: 1.5rem; height: 3px; verti
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 
-# Sorting the report's tables by a click on a header: descending, ascending, then the report's own
-# order again; the leading number of a cell ("62.6 ± 1.2") is its value, section rows hide while sorted.
-SORT_JS = """\
-<script>
-document.querySelectorAll("table.sortable").forEach(function (table) {
-  var body = table.tBodies[0], original = Array.from(body.rows);
-  table.querySelectorAll("thead th").forEach(function (th, column) {
-    th.addEventListener("click", function () {
-      var order = {"": "desc", "desc": "asc", "asc": ""}[th.getAttribute("data-order") || ""];
-      table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("data-order"); });
-      if (order) { th.setAttribute("data-order", order); }
-      var value = function (row) {
-        var text = row.cells[column] ? row.cells[column].textContent : "";
-        var number = parseFloat(text);
-        return isNaN(number) ? text.toLowerCase() : number;
-      };
-      var rows = original.filter(function (row) { return !row.classList.contains("section"); });
-      if (order) {
-        rows.sort(function (a, b) {
-          var x = value(a), y = value(b), less = (typeof x === typeof y) ? x < y : typeof x === "number";
-          var more = (typeof x === typeof y) ? x > y : typeof y === "number";
-          return (order === "asc" ? 1 : -1) * (less ? -1 : more ? 1 : 0);
-        });
-      }
-      original.forEach(function (row) { row.hidden = Boolean(order) && row.classList.contains("section"); });
-      (order ? rows : original).forEach(function (row) { body.appendChild(row); });
-    });
-  });
-});
-</script>
-"""
-
-# The item page's method picker: what a checkbox leaves unchecked (its answer row, kept map, curve and
-# legend entry, all tagged data-method) is hidden; applied on load and on every change.
-PICK_JS = """\
-<script>
-(function () {
-  var boxes = Array.from(document.querySelectorAll("input.pick"));
-  function apply() {
-    var shown = {};
-    boxes.forEach(function (box) { shown[box.value] = box.checked; });
-    document.querySelectorAll("[data-method]").forEach(function (element) {
-      var key = element.getAttribute("data-method");
-      if (key in shown) {
-        if (shown[key]) { element.removeAttribute("hidden"); element.style.display = ""; }
-        else { element.setAttribute("hidden", ""); element.style.display = "none"; }
-      }
-    });
-  }
-  boxes.forEach(function (box) { box.addEventListener("change", apply); });
-  apply();
-})();
-</script>
-"""
-
-# A tiny filter for long tables (the item list): rows whose text lacks the typed words are hidden.
-FILTER_JS = """\
-<script>
-document.querySelectorAll("input.filter").forEach(function (box) {
-  var table = document.getElementById(box.getAttribute("data-table"));
-  box.addEventListener("input", function () {
-    var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean);
-    table.querySelectorAll("tbody tr").forEach(function (row) {
-      var text = row.textContent.toLowerCase();
-      row.hidden = !words.every(function (w) { return text.indexOf(w) >= 0; });
-    });
-  });
-});
-</script>
-"""
-
-
 def esc(value: Any) -> str:
     """``value`` as HTML text (``html.escape``, quotes included); None prints empty."""
     return "" if value is None else html.escape(str(value), quote=True)
@@ -159,14 +87,15 @@ def slug(text: str) -> str:
 def page(rel: str, title: str, body: str, crumbs: Sequence[tuple[str, Optional[str]]] = (),
          script: str = "") -> str:
     """A whole page at site path ``rel``: its title, the breadcrumb trail ``[(text, site path or
-    None), ...]`` and ``body`` (HTML)."""
+    None), ...]``, ``body`` (HTML) and ``script`` (JavaScript, :mod:`vcast.report.site.scripts`)."""
+    script_tag = element("script", "\n" + script) + "\n" if script else ""
     trail = " › ".join(f'<a href="{esc(href(rel, target))}">{esc(text)}</a>' if target else esc(text)
                        for text, target in crumbs)
     nav = f'<nav class="crumbs">{trail}</nav>\n' if trail else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{esc(title)}</title>\n<link rel=\"stylesheet\" href=\"{esc(href(rel, STYLE))}\">\n"
-            f"</head>\n<body>\n{nav}<h1>{esc(title)}</h1>\n{body}{script}</body>\n</html>\n")
+            f"</head>\n<body>\n{nav}<h1>{esc(title)}</h1>\n{body}{script_tag}</body>\n</html>\n")
 
 
 def is_number(text: str) -> bool:
@@ -313,10 +242,26 @@ def details(summary: str, inner: str, opened: bool = False) -> str:
                    ) + "\n"
 
 
-def figure(src: str, alt: str, caption: str, *, css: str = "", method: str = "", lazy: bool = False) -> str:
+def figure(src: str, alt: str, caption: str, *, css: str = "", method: str = "") -> str:
     """An image with its caption (HTML); ``method``: its ``data-method`` (the item page's picker)."""
-    image = element("img", attrs={"src": src, "alt": alt, "loading": "lazy" if lazy else None}, void=True)
+    image = element("img", attrs={"src": src, "alt": alt}, void=True)
     return element("figure", image + element("figcaption", caption), css=css,
+                   attrs={"data-method": method or None}) + "\n"
+
+
+def kept_map(sheet: str, layout: Mapping[str, Any], frames_per_step: int, grid: Sequence[int], kept: Sequence[str],
+             label: str, caption: str, *, method: str = "", dim: float = 0.25) -> str:
+    """A method's kept map (HTML): a canvas that :data:`vcast.report.site.scripts.KEPT_MAPS` draws
+    from the shared frame sheet ``sheet`` (its ``layout``: :func:`vcast.report.site.items.sheet_jpeg`;
+    tile ``i`` a frame of shown step ``i // frames_per_step``) with the cells of tokens not in
+    ``kept`` (per shown step, hex bits of the ``grid`` ``(h, w)``) dimmed to ``dim``; ``caption`` is HTML."""
+    width, height = layout["size"]
+    tiles = [layout["columns"], *layout["tile"], layout["gap"], frames_per_step, layout["count"]]
+    canvas = element("canvas", esc(f"kept tokens: {label}"), css="kept-map", attrs={
+        "width": width, "height": height, "role": "img", "aria-label": f"kept tokens: {label}", "data-sheet": sheet,
+        "data-tiles": " ".join(str(int(v)) for v in tiles), "data-grid": f"{int(grid[0])} {int(grid[1])}",
+        "data-kept": " ".join(kept), "data-dim": f"{dim:g}"})
+    return element("figure", canvas + element("figcaption", caption), css="kept",
                    attrs={"data-method": method or None}) + "\n"
 
 

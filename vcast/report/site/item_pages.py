@@ -3,27 +3,46 @@ an index per experiment."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from tqdm import tqdm
 
-import vcast.viz
+import vcast.eval.video
+from vcast.report.layouts import PAPER_BASELINES, REFERENCE
 from vcast.report.scoring import load_task_scorings
 from vcast.report.site import html as H
 from vcast.report.site.discovery import Experiment, cell_label, cell_order
-from vcast.report.site.items import Item, SiteCell, TaskDocs, read_answers, write_frames_strip, write_kept_map
+from vcast.report.site import scripts
+from vcast.report.site.items import (Item, KeptSheet, SiteCell, TaskDocs, read_answers, write_frames_strip,
+                                       write_kept_sheet)
 from vcast.report.site.writer import SiteWriter
 
 logger = logging.getLogger(__name__)
 
 # The methods an item page starts with when it has many: the reference, V-CAST and the paper's
 # Qwen3-VL baselines (tab:qwen_results); the others are a click away.
-PAPER_METHODS = {"vanilla", "vcast", "visionzip", "vidcom2", "fastvid", "holitom", "flashvid"}
+PAPER_METHODS = {REFERENCE, "vcast", *PAPER_BASELINES}
 PICK_ALL_UP_TO = 8
+
+
+@dataclass
+class KeptMap:
+    """One method's kept map on an item page: drawn by the page's script over a frame sheet that
+    every method with the same frames shares (:func:`vcast.report.site.html.kept_map`)."""
+
+    label: str
+    sheet: str = ""            # the frame sheet's site path; "" when there is no map (``caption`` says why)
+    caption: str = ""
+    layout: dict[str, Any] = field(default_factory=dict)  # the sheet's (vcast.report.site.items.sheet_jpeg)
+    frames_per_step: int = 1
+    grid: tuple[int, int] = (0, 0)
+    kept: list[str] = field(default_factory=list)  # per shown step, the kept tokens' bits in hex
 
 
 @dataclass
@@ -32,7 +51,7 @@ class Media:
 
     frames: list[tuple[str, str]] = field(default_factory=list)    # (site path, caption)
     frames_note: str = ""
-    kept: list[tuple[str, str, str]] = field(default_factory=list)  # (label, site path or "", caption or why not)
+    kept: list[KeptMap] = field(default_factory=list)
     curves: list[tuple[str, list[int], str]] = field(default_factory=list)  # (label, budgets, its cell's key)
     per_step: Optional[int] = None
     kept_note: str = ""
@@ -80,7 +99,7 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
     for number, video in enumerate(videos):
         for frames, plugin in readings:
             reader = "llava" if "llava" in plugin else "qwen"
-            rel = f"{media_dir}/{item_stem(item)}-v{number}-{frames}f-{reader}.png"
+            rel = f"{media_dir}/{item_stem(item)}-v{number}-{frames}f-{reader}.jpg"
             try:
                 caption = writer.produce(rel, [video], {"frames": frames, "reader": reader},
                                          lambda path: write_frames_strip(path, video, frames, plugin))
@@ -94,31 +113,37 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
         media.kept_note = ("No kept-token records in these cells (<cell>/kept/rank*.jsonl: the plugins write them "
                            "when the run records kept tokens).")
         return media
-    viz_inputs = [Path(vcast.viz.__file__)]  # a change in the drawing redraws the maps
+    sheet_inputs = [Path(vcast.eval.video.__file__)]  # a change in the frame reading redraws the sheets
     for cell, label in answered:
         found = [(key, r) for key, r in sorted(records.get(cell.rel, {}).items())
                  if key[0] == item.lmms_task and str(key[1]) == item.doc_id]
         if not found:
-            media.kept.append((label, "", "no kept-token records in this cell" if not records.get(cell.rel) else
-                               "no kept-token record of this item in this cell"))
+            media.kept.append(KeptMap(label, caption="no kept-token records in this cell" if not records.get(cell.rel)
+                                      else "no kept-token record of this item in this cell"))
             continue
         for (_, _, number), record in found:
             media.curves.append((label if len(found) == 1 else f"{label} video {number}", list(record.budgets),
                                  H.slug(label)))
             media.per_step = record.geometry.grid[1] * record.geometry.grid[2]
             if number >= len(videos):
-                media.kept.append((label, "", f"kept map not drawn: no video {number} ({why or 'not found'})"))
+                media.kept.append(KeptMap(label, caption=f"kept map not drawn: no video {number} "
+                                                         f"({why or 'not found'})"))
                 continue
-            rel = f"{media_dir}/{item_stem(item)}-v{number}-kept-{H.slug(cell.rel.replace('/', '--'))}.png"
-            inputs = [videos[number], *cell.source.kept_files(), *viz_inputs]
-            try:
-                writer.produce(rel, inputs, {"cell": cell.rel, "video": number},
-                               lambda path, video=videos[number], record=record: write_kept_map(path, video, record))
+            sheet = KeptSheet.of(record)
+            key = {**sheet.key(record), "video": number}
+            digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+            rel = f"{media_dir}/{item_stem(item)}-v{number}-kept-frames-{digest}.jpg"
+            try:  # one sheet for every method that read these frames; each map is the page's drawing
+                layout = json.loads(writer.produce(rel, [videos[number], *sheet_inputs], key,
+                                                   lambda path, video=videos[number], record=record:
+                                                   write_kept_sheet(path, video, record)))
+                kept = sheet.kept_hex(record)
             except (OSError, ValueError, RuntimeError) as error:
                 problems.append(f"{item.name}: kept map of {cell.rel} not drawn: {error}")
-                media.kept.append((label, "", f"kept map not drawn: {error}"))
+                media.kept.append(KeptMap(label, caption=f"kept map not drawn: {error}"))
                 continue
-            media.kept.append((label, rel, kept_caption(label, record)))
+            media.kept.append(KeptMap(label, rel, kept_caption(label, record), layout,
+                                      record.geometry.frames_per_step, tuple(record.geometry.grid[1:]), kept))
     return media
 
 
@@ -157,17 +182,19 @@ def render_item(experiment: Experiment, item: Item, media: Media, previous: Opti
         body.append(H.heading(3, "Tokens kept per temporal step") + H.budget_svg(
             [(label, budgets) for label, budgets, _ in media.curves], media.per_step,
             keys=[key for _, _, key in media.curves]))
-    for label, rel, caption in media.kept:
-        key = H.slug(label)
-        if rel:
-            body.append(H.figure(H.href(page, rel), f"kept tokens: {label}", H.esc(caption), css="kept", method=key,
-                                 lazy=True))
+    for shown in media.kept:
+        key = H.slug(shown.label)
+        if shown.sheet:
+            body.append(H.kept_map(H.href(page, shown.sheet), shown.layout, shown.frames_per_step, shown.grid,
+                                   shown.kept, shown.label, H.esc(shown.caption), method=key))
         else:
-            body.append(H.element("p", f"{H.strong(label)}: {H.muted(caption)}", attrs={"data-method": key}) + "\n")
+            body.append(H.element("p", f"{H.strong(shown.label)}: {H.muted(shown.caption)}",
+                                  attrs={"data-method": key}) + "\n")
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", experiment.items_page),
               (item.name, None)]
     title = item.name if item.task == item.lmms_task else f"{item.task}: {item.name}"
-    return H.page(page, title, "".join(body), crumbs, script=H.PICK_JS)
+    return H.page(page, title, "".join(body), crumbs,
+                  script=scripts.PICK + (scripts.KEPT_MAPS if any(k.sheet for k in media.kept) else ""))
 
 
 def method_picker(item: Item) -> str:
@@ -206,7 +233,7 @@ def render_items_index(experiment: Experiment, by_task: dict[str, list[Item]], t
                          H.esc(", ".join(wrong))])
         body.append(H.table(["item", "question", "answer", "right", "wrong"], rows, raw=True, table_id=table_id))
     crumbs = [("Results", "index.html"), (experiment.name, experiment.page), ("Items", None)]
-    return H.page(page, f"Items of {experiment.name}", "".join(body), crumbs, script=H.FILTER_JS)
+    return H.page(page, f"Items of {experiment.name}", "".join(body), crumbs, script=scripts.FILTER)
 
 
 def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str], max_items: Optional[int] = None
@@ -233,10 +260,12 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
     # the long part of a build (each item reads its video): one progress line, on a terminal only
     progress = tqdm(total=sum(len(items) for items in by_task.values()), desc=f"site {experiment.name}: items",
                     unit="item", file=sys.stderr, disable=None, leave=False)
+    pages = 0
     for task, items in by_task.items():
         docs: dict[str, TaskDocs] = {}
         for index, item in enumerate(items):
             progress.update()
+            pages += 1
             if item.lmms_task not in docs:
                 include = next((c.spec.include_paths for c, _ in finished
                                 if c.spec is not None and c.spec.task == task), [])
@@ -246,13 +275,13 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
             following = items[index + 1] if index + 1 < len(items) else None
             inputs = [p for c, _ in finished if c.task == task
                       for p in (c.source.record_path, *c.source.kept_files())]
-            key = {"item": item_json(item), "media": media.__dict__, "experiment": experiment.name,
+            key = {"item": item_json(item), "media": asdict(media), "experiment": experiment.name,
                    "previous": previous.name if previous else None, "next": following.name if following else None}
             writer.text(item_page(experiment, item), inputs, key,
                         lambda item=item, media=media, previous=previous, following=following:
                         render_item(experiment, item, media, previous, following))
     progress.close()
-    logger.info("site %s: %d item page(s) of %d task(s)", experiment.name, progress.n, len(by_task))
+    logger.info("site %s: %d item page(s) of %d task(s)", experiment.name, pages, len(by_task))
     inputs = [c.source.record_path for c, _ in finished]
     key = {task: [item_json(i) for i in items] for task, items in by_task.items()}
     writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},

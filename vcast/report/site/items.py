@@ -9,14 +9,16 @@ frames the model read and, where the cells recorded them, the kept tokens over t
   cell's ``include_paths``; a task that cannot be loaded shows no frames, and says why), read as
   the plugin reads it
   (:func:`vcast.eval.video.read_qwen_video` / :func:`~vcast.eval.video.read_llava_video`).
-* Kept tokens: a cell's ``kept/rank*.jsonl`` (:meth:`vcast.results.tree.Cell.kept`): one image
-  per method, every frame of each shown temporal step with the step's dropped tokens dimmed
-  (:func:`vcast.viz.record_frames`, ``every_frame``), and the per-step budget curve.
+* Kept tokens: a cell's ``kept/rank*.jsonl`` (:meth:`vcast.results.tree.Cell.kept`): per item one
+  image of every frame of each shown temporal step (:class:`KeptSheet`), shared by every method
+  that read the same frames, over which the page's script dims each method's dropped tokens
+  (the record's kept bits are in the page); and the per-step budget curve.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from vcast.report.task_docs import item_visuals, load_task
 from vcast.results.record import CellRecord
 from vcast.results.tree import Cell, CellFileError
 from vcast.sweep.cell import CellSpec
-from vcast.viz import default_steps, record_frames
+from vcast.viz import default_steps, record_grid
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ MAX_TILES = 32        # frames shown in one strip (evenly chosen when the model 
 MAX_STEPS = 16        # temporal steps shown in one kept map
 TILE_HEIGHT = 96      # pixels; larger frames are scaled down (never up)
 GAP = 2               # pixels between tiles
+JPEG_QUALITY = 90
 
 
 @dataclass
@@ -186,9 +189,12 @@ def evenly(count: int, most: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(0, count - 1, most)})
 
 
-def strip_png(frames: np.ndarray, per_row: int = 8) -> bytes:
-    """uint8 ``[N, H, W, 3]`` frames laid out left to right, ``per_row`` a row, as PNG bytes
-    (scaled to :data:`TILE_HEIGHT` pixels high when taller)."""
+def sheet_jpeg(frames: np.ndarray, per_row: int = 8) -> tuple[bytes, dict[str, Any]]:
+    """uint8 ``[N, H, W, 3]`` frames laid out left to right, ``per_row`` a row, each scaled to
+    :data:`TILE_HEIGHT` pixels high when taller: ``(JPEG bytes, layout)``, the layout a JSON-ready
+    ``{"columns", "tile": [w, h], "gap", "count", "size": [w, h]}`` (tile ``i`` at column
+    ``i % columns``, row ``i // columns``, ``gap`` pixels apart). JPEG: these are video frames, a
+    lossy picture already, and a tenth of the PNG's bytes."""
     from PIL import Image
 
     frames = np.asarray(frames, dtype=np.uint8)
@@ -204,33 +210,64 @@ def strip_png(frames: np.ndarray, per_row: int = 8) -> bytes:
         r, c = divmod(index, columns)
         sheet[r * (height + GAP):r * (height + GAP) + height, c * (width + GAP):c * (width + GAP) + width] = frame
     out = io.BytesIO()
-    Image.fromarray(sheet).save(out, format="PNG", optimize=False)
-    return out.getvalue()
+    Image.fromarray(sheet).save(out, format="JPEG", quality=JPEG_QUALITY)
+    layout = {"columns": columns, "tile": [width, height], "gap": GAP, "count": count,
+              "size": [sheet.shape[1], sheet.shape[0]]}
+    return out.getvalue(), layout
 
 
 def write_frames_strip(path: Path, video: Path, frames: int, plugin: str) -> str:
     """The frames the plugin reads from ``video`` at ``frames`` (at most :data:`MAX_TILES`), as
-    a PNG at ``path`` (atomically); returns the caption."""
+    a JPEG at ``path`` (atomically); returns the caption."""
     decoded, indices = _read_frames(video, frames, plugin)
     shown = evenly(len(indices), MAX_TILES)
-    atomic_write_bytes(path, strip_png(decoded[shown]))
+    atomic_write_bytes(path, sheet_jpeg(decoded[shown])[0])
     picked = "" if len(shown) == len(indices) else f"{len(shown)} of them shown, "
     return (f"the {len(indices)} frames the model read ({picked}video frames "
             f"{', '.join(str(indices[i]) for i in shown)})")
 
 
-def write_kept_map(path: Path, video: Path, record: Any) -> None:
-    """One method's kept tokens on ``video``: every frame of each temporal step shown (at most
-    :data:`MAX_STEPS` steps, evenly chosen) with the step's dropped tokens' cells dimmed, drawn by
-    :func:`vcast.viz.record_frames` (``every_frame``) from the record's own frames, grid and
-    frames per step, laid out left to right, a step's frames side by side, as a PNG at ``path``
-    (atomically). A Qwen3-VL token covers two frames: both are drawn, so content in one of them
-    only (a brief event) shows."""
+@dataclass(frozen=True)
+class KeptSheet:
+    """What a record's kept map shows: its temporal steps (at most :data:`MAX_STEPS`, evenly
+    chosen) and, for each, every frame the step's tokens cover (a Qwen3-VL token covers two: both
+    are drawn, so content in one of them only, a brief event, shows)."""
+
+    steps: tuple[int, ...]         # the shown temporal steps
+    tiles: tuple[int, ...]         # per tile (a frame of the sheet): its frame's position in record.frame_indices;
+    #                                tile i shows a frame of step steps[i // frames_per_step]
+
+    @classmethod
+    def of(cls, record: Any) -> "KeptSheet":
+        per_step, count = record.geometry.frames_per_step, len(record.frame_indices)
+        steps = tuple(default_steps(record.geometry.grid[0], MAX_STEPS))
+        # only a last step can be short (a clip that ends inside it): every other has its per_step tiles
+        return cls(steps, tuple(s * per_step + k for s in steps for k in range(per_step) if s * per_step + k < count))
+
+    def key(self, record: Any) -> dict[str, Any]:
+        """What the sheet's pixels depend on besides the video: every record with this key shares it."""
+        return {"frames": [int(record.frame_indices[t]) for t in self.tiles], "per_row": self.per_row(record)}
+
+    @staticmethod
+    def per_row(record: Any) -> int:
+        return 8 * record.geometry.frames_per_step  # 8 temporal steps a row, a step's frames side by side
+
+    def kept_hex(self, record: Any) -> list[str]:
+        """Per shown step, its kept tokens (the last in-LLM stage's where the record has stages:
+        :func:`vcast.viz.record_grid`) as row-major bits, most significant first, in hex."""
+        grid = record_grid(record)
+        return [np.packbits(grid[step].ravel()).tobytes().hex() for step in self.steps]
+
+
+def write_kept_sheet(path: Path, video: Path, record: Any) -> str:
+    """The frames of ``record``'s kept map (:class:`KeptSheet`), undimmed, as a JPEG at ``path``
+    (atomically); returns its layout (:func:`sheet_jpeg`) as JSON. The page's script dims each
+    method's dropped tokens over it (:data:`vcast.report.site.scripts.KEPT_MAPS`), so one image
+    serves every method of the item that read the same frames."""
     from vcast.eval.video import open_video
 
-    frames = open_video(str(video)).read([int(i) for i in record.frame_indices])
-    shown = record_frames(record, frames, every_frame=True)  # [N, H, W, 3]: each frame, its step's cells dimmed
-    per_step = record.geometry.frames_per_step
-    picked = [s * per_step + k for s in default_steps(record.geometry.grid[0], MAX_STEPS) for k in range(per_step)
-              if s * per_step + k < len(shown)]
-    atomic_write_bytes(path, strip_png(shown[picked], per_row=8 * per_step))
+    sheet = KeptSheet.of(record)
+    frames = open_video(str(video)).read([int(record.frame_indices[t]) for t in sheet.tiles])
+    image, layout = sheet_jpeg(np.asarray(frames), per_row=KeptSheet.per_row(record))
+    atomic_write_bytes(path, image)
+    return json.dumps(layout, sort_keys=True)
