@@ -24,7 +24,11 @@ def load_task(name: str, include_paths: tuple[str, ...] = ()) -> Any:
     tasks, vcast's and ``include_paths`` (a cell's own task folders)."""
     from lmms_eval.tasks import TaskManager, get_task_dict
 
-    tasks = get_task_dict([name], TaskManager(include_path=[str(TASKS_DIR), *include_paths]))
+    folders = [str(TASKS_DIR), *include_paths]
+    own = TaskManager(include_path=folders, include_defaults=False)  # vcast's and the cell's tasks: a few files
+    # else lmms-eval's own, whose index reads its thousands of task files (seconds)
+    manager = own if name in own.all_tasks else TaskManager(include_path=folders)
+    tasks = get_task_dict([name], manager)
     if name not in tasks:
         raise ValueError(f"lmms-eval has no task {name!r} (is it a group? give one of its tasks)")
     return tasks[name]

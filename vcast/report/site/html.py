@@ -78,10 +78,12 @@ def href(from_page: str, to: str) -> str:
     return Path(os.path.relpath(to, start)).as_posix()
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of ``text``: letters, digits, ``.``, ``_`` and ``-`` kept, the rest ``_``."""
-    out = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in str(text))
-    return out.strip(".") or "_"
+    return _UNSAFE.sub("_", str(text)).strip(".") or "_"
 
 
 def page(rel: str, title: str, body: str, crumbs: Sequence[tuple[str, Optional[str]]] = (),

@@ -7,7 +7,7 @@ import hashlib
 import json
 import logging
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,8 +19,8 @@ from vcast.report.scoring import load_task_scorings
 from vcast.report.site import html as H
 from vcast.report.site.discovery import Experiment, cell_label, cell_order
 from vcast.report.site import scripts
-from vcast.report.site.items import (Item, KeptSheet, SiteCell, TaskDocs, read_answers, write_frames_strip,
-                                       write_kept_sheet)
+from vcast.report.site.items import (Item, KeptSheet, SiteCell, TaskDocs, VideoTiles, read_answers,
+                                       write_frames_strip, write_kept_sheet)
 from vcast.report.site.writer import SiteWriter
 
 logger = logging.getLogger(__name__)
@@ -87,8 +87,10 @@ def kept_caption(label: str, record: Any) -> str:
 
 
 def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: dict[str, tuple[SiteCell, str]],
-               docs: TaskDocs, records: dict[str, dict[tuple[str, int, int], Any]], problems: list[str]) -> Media:
-    """Draw (or keep) the item's frame strips and kept maps; what its page shows of them."""
+               docs: TaskDocs, records: dict[str, dict[tuple[str, str], list[tuple[int, Any]]]], problems: list[str]
+               ) -> Media:
+    """Draw (or keep) the item's frame strips and kept maps; what its page shows of them. ``records``:
+    per cell, per ``(lmms task, doc id)``, its ``(video number, kept record)`` pairs (:func:`records_by_item`)."""
     media = Media()
     videos, why = docs.videos(item.doc_id)
     media_dir = f"{experiment.slug}/items/{H.slug(item.task)}/media"
@@ -96,13 +98,14 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
     if not videos:
         media.frames_note = f"No frames: {why}."
     readings = sorted({(c.spec.frames, c.spec.plugin) for c, _ in answered if c.spec is not None})
+    tiles = [VideoTiles(video) for video in videos]  # each frame decoded once for all of the item's images
     for number, video in enumerate(videos):
         for frames, plugin in readings:
             reader = "llava" if "llava" in plugin else "qwen"
             rel = f"{media_dir}/{item_stem(item)}-v{number}-{frames}f-{reader}.jpg"
             try:
                 caption = writer.produce(rel, [video], {"frames": frames, "reader": reader},
-                                         lambda path: write_frames_strip(path, video, frames, plugin))
+                                         lambda path: write_frames_strip(path, tiles[number], frames, plugin))
             except (OSError, ValueError, RuntimeError) as error:
                 problems.append(f"{item.name}: frames of {video} not read: {error}")
                 media.frames_note = f"No frames: {video}: {error}."
@@ -115,13 +118,12 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
         return media
     sheet_inputs = [Path(vcast.eval.video.__file__)]  # a change in the frame reading redraws the sheets
     for cell, label in answered:
-        found = [(key, r) for key, r in sorted(records.get(cell.rel, {}).items())
-                 if key[0] == item.lmms_task and str(key[1]) == item.doc_id]
+        found = records.get(cell.rel, {}).get((item.lmms_task, item.doc_id), [])
         if not found:
             media.kept.append(KeptMap(label, caption="no kept-token records in this cell" if not records.get(cell.rel)
                                       else "no kept-token record of this item in this cell"))
             continue
-        for (_, _, number), record in found:
+        for number, record in found:
             media.curves.append((label if len(found) == 1 else f"{label} video {number}", list(record.budgets),
                                  H.slug(label)))
             media.per_step = record.geometry.grid[1] * record.geometry.grid[2]
@@ -135,7 +137,7 @@ def item_media(writer: SiteWriter, experiment: Experiment, item: Item, cells: di
             rel = f"{media_dir}/{item_stem(item)}-v{number}-kept-frames-{digest}.jpg"
             try:  # one sheet for every method that read these frames; each map is the page's drawing
                 layout = json.loads(writer.produce(rel, [videos[number], *sheet_inputs], key,
-                                                   lambda path, video=videos[number], record=record:
+                                                   lambda path, video=tiles[number], record=record:
                                                    write_kept_sheet(path, video, record)))
                 kept = sheet.kept_hex(record)
             except (OSError, ValueError, RuntimeError) as error:
@@ -250,13 +252,14 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
     if max_items is not None:
         by_task = {task: items[:max_items] for task, items in by_task.items()}
     cells = {c.rel: (c, label) for c, label in finished}
-    records: dict[str, dict[tuple[str, int, int], Any]] = {}
+    records: dict[str, dict[tuple[str, str], list[tuple[int, Any]]]] = {}
     for cell, _ in finished:
         try:
-            records[cell.rel] = cell.source.kept()
+            records[cell.rel] = records_by_item(cell.source.kept())
         except (OSError, ValueError, KeyError) as error:
             problems.append(f"{experiment.name}: {cell.rel}: kept-token records not read: {error}")
             records[cell.rel] = {}
+    kept_files = {cell.rel: cell.source.kept_files() for cell, _ in finished}
     # the long part of a build (each item reads its video): one progress line, on a terminal only
     progress = tqdm(total=sum(len(items) for items in by_task.values()), desc=f"site {experiment.name}: items",
                     unit="item", file=sys.stderr, disable=None, leave=False)
@@ -273,9 +276,8 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
             media = item_media(writer, experiment, item, cells, docs[item.lmms_task], records, problems)
             previous = items[index - 1] if index else None
             following = items[index + 1] if index + 1 < len(items) else None
-            inputs = [p for c, _ in finished if c.task == task
-                      for p in (c.source.record_path, *c.source.kept_files())]
-            key = {"item": item_json(item), "media": asdict(media), "experiment": experiment.name,
+            inputs = [p for c, _ in finished if c.task == task for p in (c.source.record_path, *kept_files[c.rel])]
+            key = {"item": item_json(item), "media": media_json(media), "experiment": experiment.name,
                    "previous": previous.name if previous else None, "next": following.name if following else None}
             writer.text(item_page(experiment, item), inputs, key,
                         lambda item=item, media=media, previous=previous, following=following:
@@ -287,6 +289,22 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
     writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},
                 lambda: render_items_index(experiment, by_task, totals))
     return True
+
+
+def records_by_item(kept: dict[tuple[str, Any, int], Any]) -> dict[tuple[str, str], list[tuple[int, Any]]]:
+    """A cell's kept records (:meth:`vcast.results.tree.Cell.kept`: by ``(lmms task, doc id, video)``)
+    by item: ``{(lmms task, doc id as text): [(video number, record), ...]}``, videos in order."""
+    out: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+    for (lmms_task, doc_id, number), record in sorted(kept.items(), key=lambda pair: pair[0][2]):
+        out.setdefault((lmms_task, str(doc_id)), []).append((number, record))
+    return out
+
+
+def media_json(media: Media) -> dict[str, Any]:
+    """What an item page shows of its media, for its fingerprint (plain lists: no deep copies)."""
+    kept = [[k.label, k.sheet, k.caption, k.layout, k.frames_per_step, k.grid, k.kept] for k in media.kept]
+    return {"frames": media.frames, "frames_note": media.frames_note, "kept": kept, "curves": media.curves,
+            "per_step": media.per_step, "kept_note": media.kept_note}
 
 
 def item_json(item: Item) -> dict[str, Any]:

@@ -174,12 +174,52 @@ class TaskDocs:
 # Images
 # ---------------------------------------------------------------------------------------------
 
-def _read_frames(video: Path, frames: int, plugin: str) -> tuple[np.ndarray, list[int]]:
-    from vcast.eval.video import read_llava_video, read_qwen_video
+class VideoTiles:
+    """One video's frames as the site draws them (scaled to :data:`TILE_HEIGHT` pixels high when
+    taller), each decoded and scaled once however many images of the item show it; the video is
+    opened at the first frame asked for (an unchanged rebuild never opens it)."""
 
-    read = read_llava_video if "llava" in plugin else read_qwen_video
-    decoded = read(str(video), frames)
-    return np.asarray(decoded.frames), [int(i) for i in decoded.indices]
+    def __init__(self, video: Path) -> None:
+        self.video = Path(video)
+        self._opened: Any = None
+        self._tiles: dict[int, np.ndarray] = {}
+
+    @property
+    def opened(self) -> Any:
+        """:func:`vcast.eval.video.open_video` of the video (its ``total`` frames, ``read``)."""
+        if self._opened is None:
+            from vcast.eval.video import open_video
+
+            self._opened = open_video(str(self.video))
+        return self._opened
+
+    def frames(self, indices: Sequence[int]) -> np.ndarray:
+        """uint8 ``[len(indices), h, w, 3]``: the frames at ``indices`` (repeats allowed), scaled."""
+        from PIL import Image
+
+        missing = sorted({int(i) for i in indices} - set(self._tiles))
+        if missing:
+            for index, frame in zip(missing, np.asarray(self.opened.read(missing), dtype=np.uint8)):
+                height, width = frame.shape[:2]
+                if height > TILE_HEIGHT:
+                    size = (max(1, round(width * TILE_HEIGHT / height)), TILE_HEIGHT)
+                    frame = np.asarray(Image.fromarray(frame).resize(size, Image.BILINEAR))
+                self._tiles[index] = frame
+        return np.stack([self._tiles[int(i)] for i in indices])
+
+    def read_by(self, frames: int, plugin: str) -> list[int]:
+        """The frame indices the plugin reads at ``frames`` (:func:`vcast.eval.video.read_qwen_video`,
+        :func:`~vcast.eval.video.read_llava_video`)."""
+        from vcast.eval.video import UndecodableVideo, llava_read_indices, qwen_read_indices
+
+        total = self.opened.total
+        if "llava" in plugin:
+            if total < 1:
+                raise UndecodableVideo(f"the video {self.video} has no frames")
+            return llava_read_indices(total, frames)
+        if total < 2 <= frames:
+            raise UndecodableVideo(f"video {self.video} has {total} frame(s); one temporal patch needs 2")
+        return qwen_read_indices(total, frames)
 
 
 def evenly(count: int, most: int) -> list[int]:
@@ -216,12 +256,12 @@ def sheet_jpeg(frames: np.ndarray, per_row: int = 8) -> tuple[bytes, dict[str, A
     return out.getvalue(), layout
 
 
-def write_frames_strip(path: Path, video: Path, frames: int, plugin: str) -> str:
+def write_frames_strip(path: Path, video: VideoTiles, frames: int, plugin: str) -> str:
     """The frames the plugin reads from ``video`` at ``frames`` (at most :data:`MAX_TILES`), as
     a JPEG at ``path`` (atomically); returns the caption."""
-    decoded, indices = _read_frames(video, frames, plugin)
+    indices = video.read_by(frames, plugin)
     shown = evenly(len(indices), MAX_TILES)
-    atomic_write_bytes(path, sheet_jpeg(decoded[shown])[0])
+    atomic_write_bytes(path, sheet_jpeg(video.frames([indices[i] for i in shown]))[0])
     picked = "" if len(shown) == len(indices) else f"{len(shown)} of them shown, "
     return (f"the {len(indices)} frames the model read ({picked}video frames "
             f"{', '.join(str(indices[i]) for i in shown)})")
@@ -259,15 +299,13 @@ class KeptSheet:
         return [np.packbits(grid[step].ravel()).tobytes().hex() for step in self.steps]
 
 
-def write_kept_sheet(path: Path, video: Path, record: Any) -> str:
+def write_kept_sheet(path: Path, video: VideoTiles, record: Any) -> str:
     """The frames of ``record``'s kept map (:class:`KeptSheet`), undimmed, as a JPEG at ``path``
     (atomically); returns its layout (:func:`sheet_jpeg`) as JSON. The page's script dims each
     method's dropped tokens over it (:data:`vcast.report.site.scripts.KEPT_MAPS`), so one image
     serves every method of the item that read the same frames."""
-    from vcast.eval.video import open_video
-
     sheet = KeptSheet.of(record)
-    frames = open_video(str(video)).read([int(record.frame_indices[t]) for t in sheet.tiles])
-    image, layout = sheet_jpeg(np.asarray(frames), per_row=KeptSheet.per_row(record))
+    image, layout = sheet_jpeg(video.frames([int(record.frame_indices[t]) for t in sheet.tiles]),
+                               per_row=KeptSheet.per_row(record))
     atomic_write_bytes(path, image)
     return json.dumps(layout, sort_keys=True)
