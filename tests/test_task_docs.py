@@ -1,6 +1,5 @@
 """An item's documents and video as the task gives them (:mod:`vcast.report.task_docs`): vcast's own
-tasks are found in vcast's task folder without lmms-eval's index of its thousands of tasks; a name
-found nowhere is refused by name."""
+tasks are found in vcast's task folder without lmms-eval's index of its thousands of tasks."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 pytest.importorskip("lmms_eval")
 
 from vcast.eval.tasks.vcast_synth import utils as task  # noqa: E402
-from vcast.report.task_docs import item_doc, item_visuals, load_task  # noqa: E402
+from vcast.report.task_docs import item_doc, item_visuals  # noqa: E402
 
 
 def test_an_own_tasks_item_and_video_are_the_ones_the_cells_read() -> None:
@@ -23,9 +22,3 @@ def test_an_own_tasks_item_and_video_are_the_ones_the_cells_read() -> None:
     assert Path(video) == Path(task.doc_to_visual(doc)[0]) and Path(video).is_file()
     with pytest.raises(ValueError, match=f"has {len(lines)} documents; no doc_id 99"):
         item_doc("vcast_synth", 99)
-
-
-@pytest.mark.slow
-def test_a_task_found_nowhere_is_refused_by_name() -> None:
-    with pytest.raises((ValueError, KeyError), match="no_such_task_anywhere"):
-        load_task("no_such_task_anywhere")
