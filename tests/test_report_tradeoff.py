@@ -20,13 +20,13 @@ from matplotlib.figure import Figure
 
 from tests.support.sample_logs import Answer, answers_spec, write_answers_cell
 from vcast.report.__main__ import main
-from vcast.report.collect import collect
+from vcast.report.collect import LAYER_PERCENT, collect
 from vcast.report.export import csv_text, markdown_text
 from vcast.report.layouts import LAYOUTS, PAPER_BASELINES
 from vcast.report.scoring import load_task_scorings
 from vcast.report.names import method_name
 from vcast.report.tables import build_table
-from vcast.report.tradeoff import (LAYER_PERCENT, MAX_CURVES, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics,
+from vcast.report.tradeoff import (MAX_CURVES, METRIC_LABELS, METRICS, build_tradeoff, drawn_metrics,
                                    plot_tradeoff, tradeoff_figures, tradeoff_points)
 
 SCORINGS = load_task_scorings()

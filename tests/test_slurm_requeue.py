@@ -126,7 +126,7 @@ def test_cell_longer_than_the_time_limit_finishes_over_requeues(slurm_cluster, t
     # SLURM requeued the job after each time-limit signal, and its last run completed.
     fields = _final_job_fields(job_id)
     ended = {key: fields.get(key) for key in ("JobState", "Reason", "ExitCode", "DerivedExitCode", "Restarts")}
-    assert fields["JobState"] == "COMPLETED", (ended, logs)  # FAILED with ExitCode 0:12: killed by USR2
+    assert fields["JobState"] == "COMPLETED", (ended, logs)  # FAILED: the process died (ExitCode says of what)
     assert int(fields["Restarts"]) in (len(attempts) - 1, len(attempts)), (fields["Restarts"], summary)
     assert "DUE TO JOB REQUEUE" in _submitit_logs(results)
 

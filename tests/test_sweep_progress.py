@@ -152,8 +152,8 @@ time.sleep(0.3)
 
 
 @pytest.mark.parametrize("configured, sent", [(None, "USR2"), ("USR1", "USR1")])
-def test_a_settled_job_survives_the_time_limit_signal_through_its_shutdown(configured: Optional[str], sent: str,
-                                                                          tmp_path: Path) -> None:
+def test_a_settled_job_survives_the_time_limit_signal_through_its_shutdown(configured: Optional[str], sent: str
+                                                                          ) -> None:
     env = {**os.environ, "SLURM_JOB_ID": "123", "SUBMITIT_EXECUTOR": "slurm", "PYTHONPATH": str(ROOT)}
     env.pop("SUBMITIT_PREEMPT_SIGNAL", None)
     if configured:

@@ -1,5 +1,6 @@
-"""An item's documents and video as the task gives them (:mod:`vcast.report.task_docs`): vcast's own
-tasks are found in vcast's task folder without lmms-eval's index of its thousands of tasks."""
+"""An item's documents and video as the task gives them (:mod:`vcast.report.task_docs`, which looks
+for vcast's own tasks in vcast's task folder before lmms-eval's index of its thousands: the same
+documents either way, which this checks; the time saved is docs/report.md's figure, not a test's)."""
 
 from __future__ import annotations
 

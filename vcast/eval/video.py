@@ -265,17 +265,36 @@ def linspace_indices(total: int, count: int) -> list[int]:
     return torch.linspace(0, total - 1, count).round().long().tolist()
 
 
-def qwen_read_indices(total: int, max_num_frames: int, count_for: Callable[[int], int] | None = None) -> list[int]:
-    """The frames :func:`read_qwen_video` reads of a video of ``total`` frames (``count_for`` as there)."""
-    count = qwen_frame_count(max_num_frames, total)
-    return linspace_indices(total, count_for(count) if count_for is not None else count)
+def qwen_read_indices(video: OpenedVideo, max_num_frames: int,
+                      count_for: Callable[[int], int] | None = None) -> list[int]:
+    """The frames :func:`read_qwen_video` reads of ``video`` (``count_for`` as there).
+
+    Raises:
+        UndecodableVideo: the video is too short for one temporal patch.
+    """
+    if video.total < 2 <= max_num_frames:  # too short for one temporal patch: costs its item, recorded
+        raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); one temporal patch of the Qwen ViT "
+                               "needs 2")
+    count = qwen_frame_count(max_num_frames, video.total)
+    return linspace_indices(video.total, count_for(count) if count_for is not None else count)
 
 
-def llava_read_indices(total: int, max_frames_num: int) -> list[int]:
-    """The frames :func:`read_llava_video` reads of a video of ``total`` frames."""
+def _check_llava_count(max_frames_num: int) -> None:
     if max_frames_num < 1:
         raise ValueError(f"max_num_frames must be >= 1, got {max_frames_num}")
-    return np.linspace(0, total - 1, max_frames_num, dtype=int).tolist()
+
+
+def llava_read_indices(video: OpenedVideo, max_frames_num: int) -> list[int]:
+    """The frames :func:`read_llava_video` reads of ``video``.
+
+    Raises:
+        ValueError: ``max_frames_num`` < 1.
+        UndecodableVideo: the video has no frames.
+    """
+    _check_llava_count(max_frames_num)
+    if video.total < 1:
+        raise UndecodableVideo(f"the video {video.path} has no frames")
+    return np.linspace(0, video.total - 1, max_frames_num, dtype=int).tolist()
 
 
 def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FOLDER_FPS,
@@ -286,9 +305,7 @@ def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FO
     ``count_for`` maps the frame count the wrapper reads (:func:`qwen_frame_count`) to the one to
     read instead (an input method's fewer frames, :mod:`vcast.input_methods`)."""
     video = open_video(path, folder_fps)
-    if video.total < 2 <= max_num_frames:  # too short for one temporal patch: costs its item, recorded
-        raise UndecodableVideo(f"video {video.path} has {video.total} frame(s); one temporal patch of the Qwen ViT needs 2")
-    indices = qwen_read_indices(video.total, max_num_frames, count_for)
+    indices = qwen_read_indices(video, max_num_frames, count_for)
     frames = video.read(indices)
     logger.debug("read %s: %d of %d frames at %.3g fps", video.path, len(indices), video.total, video.fps)
     return DecodedVideo(frames=frames, indices=indices, total_frames=video.total, fps=video.fps)
@@ -297,12 +314,9 @@ def read_qwen_video(path: str, max_num_frames: int, folder_fps: float = FRAME_FO
 def read_llava_video(path: str, max_frames_num: int, folder_fps: float = FRAME_FOLDER_FPS) -> DecodedVideo:
     """lmms-eval's LLaVA readers: ``np.linspace(0, N-1, n, dtype=int)`` (frames repeat when the
     video is shorter than ``n``, exactly as there)."""
-    if max_frames_num < 1:
-        raise ValueError(f"max_num_frames must be >= 1, got {max_frames_num}")
+    _check_llava_count(max_frames_num)  # before the file is opened, as lmms-eval's readers check
     video = open_video(path, folder_fps)
-    if video.total < 1:
-        raise UndecodableVideo(f"the video {video.path} has no frames")
-    indices = llava_read_indices(video.total, max_frames_num)
+    indices = llava_read_indices(video, max_frames_num)
     return DecodedVideo(frames=video.read(indices), indices=indices, total_frames=video.total, fps=video.fps)
 
 

@@ -169,7 +169,7 @@ def write_analysis_outputs(product: Product, results: Path, frame: pd.DataFrame,
             written += plot_tradeoff(frame, out_dir / f"{stem}{TRADEOFF_FIGURE}", model=table_model,
                                      experiments=output.experiments)
         except ValueError as error:
-            problems.append(f"figure {stem}-tradeoff: {error}")
+            problems.append(f"figure {stem}{TRADEOFF_FIGURE}: {error}")
             logger.warning("trade-off figure %s not drawn: %s", stem, error)
     return written, problems
 

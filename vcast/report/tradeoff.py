@@ -46,7 +46,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import ScaledTranslation, Transform
 
-from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT
 from vcast.report.figure_common import ALLOCATION_COLORS, save_figure
 from vcast.report.layouts import PAPER_BASELINES, REFERENCE
 from vcast.report.names import method_name, model_name
@@ -55,7 +54,7 @@ from vcast.report.tradeoff_points import (MEMORY, METRIC_LABELS, METRICS, PREFIL
                                           SHORT_LABELS, accuracy_benchmarks, drawn_metrics, memory_note,
                                           tradeoff_points)
 from vcast.report.tradeoff_spots import (BADGE_SIZE, EDGE, SPREAD_MAX, axis_range, coinciding, spot_lines,
-                                         spread_offsets)
+                                         spread_offsets, x_limits)
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,12 @@ ACCURACY_RANGE = (0.0, 100.0)  # y is a percentage: the axis never leaves it
 MIN_ACCURACY_SPAN = 4.0  # points: the y axis never zooms in closer than this
 MAX_CURVES = 10  # methods one plot draws legibly; past it, the paper's comparison and a panel per method
 PANELS_SUFFIX = TRADEOFF_PANELS.removeprefix(TRADEOFF_FIGURE)  # <out_stem><PANELS_SUFFIX>: a panel per method
-PERCENT_XLIM = (0.0, 106.0)  # the kept and layer-averaged shares
+
+
+def drawn_methods(points: pd.DataFrame) -> list[str]:
+    """The methods of ``points`` but vanilla, in legend order: V-CAST first, then by display name."""
+    return sorted((m for m in points["method"].unique() if m != REFERENCE),
+                  key=lambda m: (m != VCAST, method_name(m).lower()))
 
 
 def method_styles(methods: Sequence[str]) -> dict[str, dict]:
@@ -109,14 +113,6 @@ class _Spot:
     offsets: dict[int, tuple[float, float]]
     badge: Optional[tuple[float, float]]
     toward: tuple[int, int]
-
-
-def x_limits(values: Sequence[float], metric: str) -> tuple[float, float]:
-    """A panel's x range: the percent scale for shares, else the values padded (never below 0)."""
-    if metric in (KEPT_PERCENT, LAYER_PERCENT):
-        return PERCENT_XLIM
-    largest = float(np.nanmax(np.abs(np.asarray(values, dtype=float))))
-    return axis_range(values, min_span=max(0.1 * largest, 1e-6), pad=0.06, bounds=(0.0, math.inf))
 
 
 def _groups(drawn: pd.DataFrame, metric: str, xlim: tuple[float, float], ylim: tuple[float, float],
@@ -278,8 +274,7 @@ def build_tradeoff(points: pd.DataFrame, *, model: str, y_label: str = "Accuracy
     if not metrics:
         raise ValueError(f"trade-off: no cell of model {model!r} recorded kept tokens, latency or memory")
     frame_counts = sorted(points["frames"].unique(), reverse=True)
-    methods = sorted((m for m in points["method"].unique() if m != REFERENCE),
-                     key=lambda m: (m != VCAST, method_name(m).lower()))
+    methods = drawn_methods(points)
     styles = method_styles(methods)
     figure = Figure(figsize=(3.6 * len(metrics), 3.3 * len(frame_counts) + 0.4), layout="constrained")
     grid = figure.subplots(len(frame_counts), len(metrics), squeeze=False)
@@ -341,8 +336,7 @@ def tradeoff_figures(frame: pd.DataFrame, out_stem: PathLike, *, model: str,
     used = list(benchmarks) if benchmarks else accuracy_benchmarks(
         frame[(frame["model"] == model) & (frame["status"] == "ok")])
     y_label = f"{used[0]} accuracy (%)" if len(used) == 1 else f"Average of {len(used)} benchmarks (%)"
-    methods = sorted((m for m in points["method"].unique() if m != REFERENCE),
-                     key=lambda m: (m != VCAST, method_name(m).lower()))
+    methods = drawn_methods(points)
     if len(methods) <= MAX_CURVES:
         return [(build_tradeoff(points, model=model, y_label=y_label), Path(out_stem))]
     panels = Path(f"{out_stem}{PANELS_SUFFIX}")

@@ -16,18 +16,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from vcast.report.collect import KEPT_PERCENT, usual_frames
+from vcast.report.figure_common import ALLOCATION_COLORS
 from vcast.report.layouts import REFERENCE
 from vcast.report.names import method_name, model_name
 from vcast.report.tradeoff_points import METRIC_LABELS, drawn_metrics
-from vcast.report.tradeoff_spots import axis_range
+from vcast.report.tradeoff_spots import axis_range, x_limits
 
 COLUMNS = 5  # panels a row
 VCAST = "vcast"
-VCAST_COLOR = (0.851, 0.353, 0.373)
 
 
 def build_method_panels(points: pd.DataFrame, methods: Sequence[str], styles: dict[str, dict], *, model: str,
-                        y_label: str, min_span: float = 4.0) -> Figure:
+                        y_label: str, min_span: float) -> Figure:
     """One panel per method of ``methods`` (in that order; styles as the main figure's) from
     :func:`vcast.report.tradeoff_points.tradeoff_points`'s ``points``, at the frame count most
     points have, x the kept share where recorded (else the first cost drawn).
@@ -44,8 +44,6 @@ def build_method_panels(points: pd.DataFrame, methods: Sequence[str], styles: di
     frames = usual_frames(points["frames"])
     at = points[(points["frames"] == frames) & np.isfinite(points[metric].astype(float))]
     ylim = axis_range(at["accuracy"].to_numpy(float), min_span=min_span, bounds=(0.0, 100.0))
-    from vcast.report.tradeoff import x_limits  # the main figure's x range (it imports this module)
-
     xlim = x_limits(at[metric].to_numpy(float), metric)
     columns = min(COLUMNS, len(methods))
     rows = math.ceil(len(methods) / columns)
@@ -63,7 +61,8 @@ def build_method_panels(points: pd.DataFrame, methods: Sequence[str], styles: di
             ax.axhline(float(vanilla["accuracy"].iloc[0]), color="0.3", linestyle=":", linewidth=1.0, zorder=2)
         if method != VCAST:
             reference = at[at["method"] == VCAST].sort_values("ratio")
-            ax.plot(reference[metric], reference["accuracy"], color=VCAST_COLOR, linewidth=1.0, alpha=0.8, zorder=3)
+            ax.plot(reference[metric], reference["accuracy"], color=ALLOCATION_COLORS["curvature"], linewidth=1.0,
+                    alpha=0.8, zorder=3)
         curve = at[at["method"] == method].sort_values("ratio")
         style = styles[method]
         ax.plot(curve[metric], curve["accuracy"], color=style["color"], marker=style["marker"], markersize=4,

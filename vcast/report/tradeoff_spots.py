@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from vcast.report.collect import KEPT_PERCENT, LAYER_PERCENT
 
 AXIS_PAD = 0.08  # of the span, on each side of the data
 TOUCH = 0.025  # axes fraction: closer than this in x and in y, two markers cover each other
@@ -19,6 +20,7 @@ ANCHORED_MIN_RADIUS_PT = 10.0  # around vanilla's (larger) star
 NAMES_PER_LINE = 4  # in the list of spots beside the plot
 SPREAD_MAX = 7  # a spot with more points gets one numbered badge instead (the list names them)
 BADGE_SIZE = 14  # points
+PERCENT_XLIM = (0.0, 106.0)  # the kept and layer-averaged shares
 
 
 def axis_range(values: Sequence[float], *, min_span: float, pad: float = AXIS_PAD,
@@ -40,6 +42,14 @@ def axis_range(values: Sequence[float], *, min_span: float, pad: float = AXIS_PA
     if high > bounds[1]:
         low, high = max(bounds[0], low - (high - bounds[1])), bounds[1]
     return float(low), float(high)
+
+
+def x_limits(values: Sequence[float], metric: str) -> tuple[float, float]:
+    """A panel's x range: the percent scale for shares, else the values padded (never below 0)."""
+    if metric in (KEPT_PERCENT, LAYER_PERCENT):
+        return PERCENT_XLIM
+    largest = float(np.nanmax(np.abs(np.asarray(values, dtype=float))))
+    return axis_range(values, min_span=max(0.1 * largest, 1e-6), pad=0.06, bounds=(0.0, math.inf))
 
 
 def coinciding(x: Sequence[float], y: Sequence[float], xlim: tuple[float, float], ylim: tuple[float, float],

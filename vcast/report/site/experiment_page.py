@@ -96,12 +96,12 @@ def render_experiment(experiment: Experiment, compare: Optional[str], paper_csv:
     if not experiment.figures:
         body.append(H.note("No figure."))
     for report in experiment.figures:
-        if report.path.suffix == ".png" and report.path.stem.endswith(TRADEOFF_PANELS):  # a click away: it is long
-            body.append(H.details(f"Every method, one panel each ({report.path.stem})", H.figure(
-                H.href(page, experiment.file(report.path)), report.path.stem, files_links(experiment, page, report))))
-        elif report.path.suffix == ".png":
-            body.append(H.figure(H.href(page, experiment.file(report.path)), report.path.stem,
-                                 files_links(experiment, page, report)))
+        if report.path.suffix == ".png":
+            shown = H.figure(H.href(page, experiment.file(report.path)), report.path.stem,
+                             files_links(experiment, page, report))
+            if report.path.stem.endswith(TRADEOFF_PANELS):  # a click away: a panel per method is long
+                shown = H.details(f"Every method, one panel each ({report.path.stem})", shown)
+            body.append(shown)
         else:
             body.append(H.paragraph(files_links(experiment, page, report)))
     body.append(H.heading(2, "Per-sample analysis"))

@@ -266,6 +266,7 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
     pages = 0
     for task, items in by_task.items():
         docs: dict[str, TaskDocs] = {}
+        inputs = [p for c, _ in finished if c.task == task for p in (c.source.record_path, *kept_files[c.rel])]
         for index, item in enumerate(items):
             progress.update()
             pages += 1
@@ -276,7 +277,6 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
             media = item_media(writer, experiment, item, cells, docs[item.lmms_task], records, problems)
             previous = items[index - 1] if index else None
             following = items[index + 1] if index + 1 < len(items) else None
-            inputs = [p for c, _ in finished if c.task == task for p in (c.source.record_path, *kept_files[c.rel])]
             key = {"item": item_json(item), "media": media_json(media), "experiment": experiment.name,
                    "previous": previous.name if previous else None, "next": following.name if following else None}
             writer.text(item_page(experiment, item), inputs, key,
@@ -284,9 +284,9 @@ def build_items(writer: SiteWriter, experiment: Experiment, problems: list[str],
                         render_item(experiment, item, media, previous, following))
     progress.close()
     logger.info("site %s: %d item page(s) of %d task(s)", experiment.name, pages, len(by_task))
-    inputs = [c.source.record_path for c, _ in finished]
-    key = {task: [item_json(i) for i in items] for task, items in by_task.items()}
-    writer.text(experiment.items_page, inputs, {"items": key, "experiment": experiment.name, "totals": totals},
+    key = {"items": {task: [item_json(i) for i in items] for task, items in by_task.items()},
+           "experiment": experiment.name, "totals": totals}
+    writer.text(experiment.items_page, [c.source.record_path for c, _ in finished], key,
                 lambda: render_items_index(experiment, by_task, totals))
     return True
 

@@ -210,16 +210,10 @@ class VideoTiles:
     def read_by(self, frames: int, plugin: str) -> list[int]:
         """The frame indices the plugin reads at ``frames`` (:func:`vcast.eval.video.read_qwen_video`,
         :func:`~vcast.eval.video.read_llava_video`)."""
-        from vcast.eval.video import UndecodableVideo, llava_read_indices, qwen_read_indices
+        from vcast.eval.video import llava_read_indices, qwen_read_indices
 
-        total = self.opened.total
-        if "llava" in plugin:
-            if total < 1:
-                raise UndecodableVideo(f"the video {self.video} has no frames")
-            return llava_read_indices(total, frames)
-        if total < 2 <= frames:
-            raise UndecodableVideo(f"video {self.video} has {total} frame(s); one temporal patch needs 2")
-        return qwen_read_indices(total, frames)
+        read = llava_read_indices if "llava" in plugin else qwen_read_indices
+        return read(self.opened, frames)
 
 
 def evenly(count: int, most: int) -> list[int]:
@@ -230,19 +224,15 @@ def evenly(count: int, most: int) -> list[int]:
 
 
 def sheet_jpeg(frames: np.ndarray, per_row: int = 8) -> tuple[bytes, dict[str, Any]]:
-    """uint8 ``[N, H, W, 3]`` frames laid out left to right, ``per_row`` a row, each scaled to
-    :data:`TILE_HEIGHT` pixels high when taller: ``(JPEG bytes, layout)``, the layout a JSON-ready
+    """uint8 ``[N, H, W, 3]`` frames (scaled already: :meth:`VideoTiles.frames`) laid out left to
+    right, ``per_row`` a row: ``(JPEG bytes, layout)``, the layout a JSON-ready
     ``{"columns", "tile": [w, h], "gap", "count", "size": [w, h]}`` (tile ``i`` at column
     ``i % columns``, row ``i // columns``, ``gap`` pixels apart). JPEG: these are video frames, a
-    lossy picture already, and a tenth of the PNG's bytes."""
+    lossy picture already, and a third of the PNG's bytes on the demo's items."""
     from PIL import Image
 
     frames = np.asarray(frames, dtype=np.uint8)
     count, height, width = frames.shape[:3]
-    if height > TILE_HEIGHT:
-        size = (max(1, round(width * TILE_HEIGHT / height)), TILE_HEIGHT)
-        frames = np.stack([np.asarray(Image.fromarray(f).resize(size, Image.BILINEAR)) for f in frames])
-        height, width = frames.shape[1:3]
     columns = min(per_row, count)
     rows = -(-count // columns)
     sheet = np.full((rows * height + (rows - 1) * GAP, columns * width + (columns - 1) * GAP, 3), 255, np.uint8)
