@@ -129,7 +129,7 @@ $(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINTS)
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(call install_uv,$(VLLM_VENV))
 	$(call uv_install,$(VLLM_VENV)) $(if $(VLLM_TORCH_INDEX),--extra-index-url $(VLLM_TORCH_INDEX)) \
-		$(if $(VLLM_CONSTRAINTS),-c $(VLLM_CONSTRAINTS)) $(VLLM_PACKAGES) "av>=14,<16" "pytest>=8"
+		$(if $(VLLM_CONSTRAINTS),-c $(VLLM_CONSTRAINTS)) $(VLLM_PACKAGES) "av>=14,<16" "pytest>=8" "pytest-xdist>=3.6"
 	$(call uv_install,$(VLLM_VENV)) --no-deps -e .
 	$(if $(VLLM_GPU),,$(VLLM_VENV)/bin/python -m vcast.vllm.cpu_torchvision $(VLLM_VENV))
 	$(VLLM_VENV)/bin/python -c "import vllm, torch, transformers, vcast.vllm; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
@@ -148,12 +148,13 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 	$(VLLM_VENV)/bin/python -c "$(PRELOAD) import vcast.vllm"
 	touch $(VLLM_EVAL_STAMP)
 
-# The vLLM equality test (tests/test_vllm_equality.py) under the vLLM environment's python.
+# The vLLM equality tests (tests/test_vllm_equality.py, and tests/test_vllm_chunked.py under chunked prefill and
+# prefix caching) under the vLLM environment's python, two workers (each engine keeps about one core busy).
 # (After VLLM_EVAL_STAMP's definition: make expands a rule's prerequisites when it reads the rule.)
 # With the harness installed there too (setup-vllm-eval), so the cell-level tests (a vcast_vllm cell's kept-token
 # records equal to the HF plugin's) run as well.
 test-vllm: $(VLLM_STAMP) $(VLLM_EVAL_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py -v
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py tests/test_vllm_chunked.py -n 2 --dist load -v
 
 $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.tiny_checkpoints --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite

@@ -4,8 +4,8 @@ Runs in the vLLM environment (``make setup-vllm && make test-vllm``); skipped el
 sides run in that one process on the same checkpoint (the tiny Qwen3-VL with text head_dim 32,
 which vLLM's CPU attention accepts), the same prompt and the same mp4-free clip through the same
 transformers processor: vLLM pins transformers < 5.20, which vcast's HF path supports, so the
-reference needs no second environment. Chunked prefill and prefix caching are off
-(``vcast.vllm.engine_kwargs``).
+reference needs no second environment. vLLM's defaults (chunked prefill and prefix caching on; each
+prompt here fits one prefill step: tests/test_vllm_chunked.py splits them).
 
 Checked per method (dense; V-CAST on the MoE class too): the kept indices vLLM's model computed equal ``vcast.select`` on the HF
 vision tower's tokens of the same video (and those tokens agree), and the greedy tokens vLLM

@@ -60,10 +60,11 @@ def engine_kwargs(pretrained: str, method: str = "vcast", ratio: float = 0.25, p
     """Keyword arguments for ``vllm.LLM`` (or ``EngineArgs``) that run ``method`` at ``ratio``.
 
     ``method="vanilla"`` returns the settings of the unpruned stock model. Otherwise: the plugin's
-    architecture for the checkpoint's model type, its settings, the pruning switch, prefix caching
-    and chunked prefill off (the plugin refuses both: a cached or split video would get wrong
-    positions), and on CPU (``cpu=None``: vLLM's platform decides) the worker that turns vLLM's
-    pruning bookkeeping on (vLLM 0.32's CPU runner never does).
+    architecture for the checkpoint's model type, its settings, the pruning switch, and on CPU
+    (``cpu=None``: vLLM's platform decides) the worker that turns vLLM's pruning bookkeeping on
+    (vLLM 0.32's CPU runner never does). Chunked prefill and prefix caching stay as vLLM sets them
+    (on by default): the plugin places a pruned video's positions across any chunk boundary or
+    cached prefix.
     """
     check_vllm_version()
     if method == "vanilla":
@@ -78,8 +79,6 @@ def engine_kwargs(pretrained: str, method: str = "vcast", ratio: float = 0.25, p
         "hf_overrides": {"architectures": [ARCHITECTURES[model_type]],
                          "vcast": {"method": method, "ratio": float(ratio), "params": dict(params or {})}},
         "video_pruning_rate": PRUNING_SWITCH,
-        "enable_prefix_caching": False,
-        "enable_chunked_prefill": False,
     }
     if cpu is None:
         from vllm.platforms import current_platform

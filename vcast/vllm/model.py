@@ -22,10 +22,16 @@ prompt (``recompute_mrope_positions``). Fixed here, on the plugin's classes only
     and vLLM anchors the video at that token, shifting every position after it:
     :meth:`_VCastPruning.recompute_mrope_positions` anchors it at frame 0's own vision start;
 (c) a prefill chunk boundary inside a pruned video (or a cached prefix that covers one) gives
-    wrong positions: refused at start-up (chunked prefill or prefix caching on) and at run time.
+    wrong positions: the prompt's text positions are right before any item is encoded
+    (:meth:`_VCastPruning.get_mrope_input_positions`: an item's unpruned extent depends on its
+    shape alone), and each item's slots carry their index in the item, so a step that starts
+    inside an item places the rest of it (:func:`vcast.vllm.positions.recompute_positions`);
+(d) vLLM appends the position channels in the embeddings' dtype, which rounds offsets past 256 in
+    bfloat16; the plugin's channels are base-256 digits (:func:`vcast.vllm.positions.encode_channels`).
 
 Kept tokens therefore take their original (t, h, w), text after a video continues from the
-unpruned maximum + 1, and decoding from the prompt's maximum + 1: the positions of vcast's HF path.
+unpruned maximum + 1, and decoding from the prompt's maximum + 1: the positions of vcast's HF path,
+with chunked prefill and prefix caching on as vLLM runs by default.
 
 Each pruned video leaves its stats (grid, budgets, the bit-packed kept mask) under the key the
 lmms-eval plugin put in its metadata, which the processor turns into a per-video field that
@@ -43,7 +49,17 @@ import torch
 
 from vcast.vllm import VLLM_VERSION, check_vllm_version
 from vcast.vllm.kept import NO_KEY, VIDEO_KEY, pack_keep_mask
-from vcast.vllm.positions import recompute_positions, relump
+from vcast.vllm.positions import (
+    POSITION_COLUMNS,
+    SLOT,
+    MediaSpan,
+    decode_channels,
+    encode_channels,
+    initial_positions,
+    media_extent,
+    recompute_positions,
+    relump,
+)
 from vcast.vllm.settings import VCastSettings, kept_count, select_video, settings_from_config
 
 check_vllm_version()
@@ -64,7 +80,7 @@ from vllm.multimodal.processing import PromptReplacement, PromptUpdateDetails  #
 
 logger = logging.getLogger(__name__)
 
-_POSITION_CHANNELS = 5  # t, h, w, is_vision_start, is_video (vLLM's Qwen3-VL layout)
+_STOCK_CHANNELS = 5  # vLLM's: t, h, w, is_vision_start, is_video, one column each (replaced by ours)
 _MAX_STATS = 65536
 
 
@@ -174,23 +190,21 @@ class _VCastPruning:
         if not self.is_multimodal_pruning_enabled:
             raise ValueError("the V-CAST vLLM model runs inside vLLM's video-pruning path: pass video_pruning_rate > 0 "
                              "(any value; the plugin sets the count), e.g. through vcast.vllm.engine_kwargs")
-        scheduler = vllm_config.scheduler_config
-        if scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < vllm_config.model_config.max_model_len:
-            raise ValueError(
-                f"chunked prefill with max_num_batched_tokens={scheduler.max_num_batched_tokens} < max_model_len="
-                f"{vllm_config.model_config.max_model_len} can split a pruned video, whose positions vLLM "
-                f"{VLLM_VERSION} then gets wrong: pass enable_chunked_prefill=False or raise max_num_batched_tokens")
-        if vllm_config.cache_config.enable_prefix_caching:
-            raise ValueError("prefix caching can cover part of a pruned video, whose positions then go wrong: pass "
-                             "enable_prefix_caching=False")
         # Off by default; set through LLM.apply_model to keep each video's kept indices (tests, debugging).
         self.vcast_record = False
         self.vcast_records: list[dict[str, Any]] = []
+        # With vcast_record: each prefill step that reached media, {"computed": its first prompt
+        # token, "slots": [(first slot, slots) per item part]} (where chunks and cached prefixes cut).
+        self.vcast_steps: list[dict[str, Any]] = []
         # Per pruned video (drained by the lmms-eval plugin; bounded, so a server that never drains it
         # does not grow past ~_MAX_STATS bit-packed masks): see vcast_drain_stats.
         self.vcast_stats: deque[dict[str, Any]] = deque(maxlen=_MAX_STATS)
         # The keys of the videos of the embed_multimodal call in progress (vcast.vllm.kept).
         self._vcast_keys: list[int] = []
+        # vLLM's exact positions [L, 5] of the video _create_final_video_embeddings is building, and
+        # whether vLLM is numbering it (get_mrope_input_positions then answers as vLLM's own).
+        self._vcast_expanded: torch.Tensor | None = None
+        self._vcast_stock_numbering = False
         logger.info("V-CAST vLLM plugin: method=%s ratio=%s params=%s", self.vcast_settings.method,
                     self.vcast_settings.ratio, dict(self.vcast_settings.params))
 
@@ -220,14 +234,70 @@ class _VCastPruning:
             if self.vcast_record:
                 self.vcast_records.append({"grid_thw": (t, h, w), "keep": selection.keep.cpu(),
                                            "frames": frames.detach().float().cpu()})
-            out.append(self._create_final_video_embeddings(
+            self._vcast_expanded = None
+            final = self._create_final_video_embeddings(
                 video_embeddings=embeds[mask],
                 num_tokens_per_frame=budgets,
                 timestamps=video_input.timestamps[video_idx],
                 video_grid_thw=[t, h, w],
                 retention_mask=mask,
-            ))
+            )
+            expanded, self._vcast_expanded = self._vcast_expanded, None
+            if expanded is None or expanded.shape[0] != final.shape[0]:
+                raise RuntimeError("vLLM built a pruned video's embeddings without its expanded positions")
+            starts = torch.nonzero(expanded[:, 3]).flatten()  # vLLM's vision-start flags
+            if starts.numel() == 0:
+                raise RuntimeError("a pruned video's expanded positions carry no vision start")
+            out.append(_with_channels(final[:, :-_STOCK_CHANNELS], expanded[:, :3].T.long(), int(starts[0]) + 1))
         return tuple(out)
+
+    def _get_expanded_positions(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """vLLM's, kept exact ([L, 5], long) before vLLM casts it to the embeddings' dtype. vLLM numbers
+        the unpruned video through ``self.get_mrope_input_positions``, which must be its own there."""
+        self._vcast_stock_numbering = True
+        try:
+            expanded = super()._get_expanded_positions(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            self._vcast_stock_numbering = False
+        self._vcast_expanded = expanded
+        return expanded
+
+    def _postprocess_image_embeds_evs(self, image_embeds_split: tuple[torch.Tensor, ...],
+                                      image_input: Any) -> tuple[torch.Tensor, ...]:
+        """vLLM's, with the plugin's position channels: an image's tokens at ``(0, row, column)``."""
+        stock = super()._postprocess_image_embeds_evs(image_embeds_split, image_input)  # type: ignore[misc]
+        if not self.is_multimodal_pruning_enabled:
+            return stock
+        merge = self.visual.spatial_merge_size
+        out = []
+        for embeds, (_, h, w) in zip(stock, image_input["image_grid_thw"].tolist()):
+            rows, columns = h // merge, w // merge
+            grid = torch.arange(rows * columns, device=embeds.device)
+            offsets = torch.stack([torch.zeros_like(grid), grid // columns, grid % columns])
+            out.append(_with_channels(embeds[:, :-_STOCK_CHANNELS], offsets, 0))
+        return tuple(out)
+
+    def get_mrope_input_positions(self, input_tokens: Sequence[int] | torch.Tensor,
+                                  mm_features: Sequence[Any]) -> tuple[torch.Tensor, int]:
+        """The prompt's positions before its media are encoded, each text token where it stays: an
+        item's extent is its unpruned one, which its grid and its slots' tokens fix
+        (:func:`vcast.vllm.positions.initial_positions`); its own slots wait for the step that
+        computes them (:meth:`recompute_mrope_positions`)."""
+        if getattr(self, "_vcast_stock_numbering", False):  # vLLM numbering one unpruned video (above)
+            return super().get_mrope_input_positions(input_tokens, mm_features)  # type: ignore[misc]
+        tokens = input_tokens.tolist() if isinstance(input_tokens, torch.Tensor) else list(input_tokens)
+        merge = self.config.vision_config.spatial_merge_size
+        media_ids = {self.config.image_token_id, self.config.video_token_id}
+        spans = []
+        for feature in mm_features:
+            where = feature.mm_position
+            t, h, w = (int(v) for v in feature.data[f"{feature.modality}_grid_thw"].data.tolist())
+            slots = tokens[where.offset: where.offset + where.length]
+            media = sum(1 for token in slots if token in media_ids)
+            blocks = t if feature.modality == "video" else 1
+            spans.append(MediaSpan(where.offset, where.length,
+                                   media_extent(where.length, media, blocks, (h // merge, w // merge))))
+        return initial_positions(len(tokens), spans)
 
     def embed_multimodal(self, **kwargs: object) -> Any:
         """vLLM's, with the videos' keys (:data:`VIDEO_KEY`, a ``[videos]`` tensor that the
@@ -253,27 +323,40 @@ class _VCastPruning:
     def recompute_mrope_positions(self, input_ids: list[int] | torch.Tensor, multimodal_embeddings: Sequence[torch.Tensor],
                                   mrope_positions: torch.LongTensor,
                                   num_computed_tokens: int) -> tuple[Sequence[torch.Tensor], torch.Tensor, int]:
-        """vLLM's contract (strip the 5 position channels, return the prompt's positions and delta),
-        anchored at each video's own first slot (bug (b)) and refusing split videos (bug (c))."""
+        """vLLM's contract (strip the position channels, return the prompt's positions and delta),
+        anchored at each video's own first slot (bug (b)), any part of an item at a time (bug (c))."""
         device = multimodal_embeddings[0].device if len(multimodal_embeddings) else mrope_positions.device
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)
-        stripped = [item[:, :-_POSITION_CHANNELS] for item in multimodal_embeddings]
-        item_positions = [item[:, -_POSITION_CHANNELS:].T.long() for item in multimodal_embeddings if item.shape[0]]
+        stripped = [item[:, :-POSITION_COLUMNS] for item in multimodal_embeddings]
+        item_positions = [decode_channels(item[:, -POSITION_COLUMNS:]) for item in multimodal_embeddings
+                          if item.shape[0]]
         positions, delta = recompute_positions(ids, item_positions, mrope_positions.to(device), num_computed_tokens,
                                                self.config.image_token_id, self.config.video_token_id)
+        if self.vcast_record and item_positions:
+            self.vcast_steps.append({"computed": int(num_computed_tokens),
+                                     "slots": [(int(item[SLOT, 0]), int(item.shape[1])) for item in item_positions]})
         return stripped, positions, delta
 
     def embed_input_ids(self, input_ids: torch.Tensor, multimodal_embeddings: Any = None, *,
                         is_multimodal: torch.Tensor | None = None) -> torch.Tensor:
         if multimodal_embeddings:
             width = self.visual_dim + getattr(self, "multiscale_dim", 0)
-            if any(item.shape[-1] == width + _POSITION_CHANNELS for item in multimodal_embeddings):
+            if any(item.shape[-1] == width + POSITION_COLUMNS for item in multimodal_embeddings):
                 raise RuntimeError(
                     "the pruned video's position channels reached the language model: this vLLM runner does not "
                     f"run the pruning bookkeeping (vLLM {VLLM_VERSION}'s CPU runner never turns it on). On CPU pass "
                     "worker_cls='vcast.vllm.worker.VCastCPUWorker' (vcast.vllm.engine_kwargs does)")
         return super().embed_input_ids(input_ids, multimodal_embeddings,  # type: ignore[misc]
                                        is_multimodal=is_multimodal)
+
+
+def _with_channels(embeds: torch.Tensor, offsets: torch.Tensor, lead: int) -> torch.Tensor:
+    """``embeds`` [L, D] with the plugin's position columns appended, as exact digits: ``offsets``
+    LongTensor [3, L] (t, h, w from the item's first position), ``lead`` (slots before the item's
+    first image or video token in vLLM's prompt) and each slot's index in the item."""
+    slots = torch.arange(embeds.shape[0], device=offsets.device).unsqueeze(0)
+    channels = torch.cat([offsets.to(slots.device), torch.full_like(slots, lead), slots])
+    return torch.cat([embeds, encode_channels(channels, embeds.dtype).to(embeds.device)], dim=-1)
 
 
 @MULTIMODAL_REGISTRY.register_processor(VCastQwen3VLProcessor, info=Qwen3VLProcessingInfo,

@@ -2,7 +2,7 @@
 
     .venv-vllm/bin/python -m vcast.vllm.repro cpu-flag     # (a) stock EVS on the CPU build crashes
     .venv-vllm/bin/python -m vcast.vllm.repro positions    # (b) stock EVS answers differ from HF's EVS
-    .venv-vllm/bin/python -m vcast.vllm.repro chunked      # (c) a prefill chunk inside the video
+    .venv-vllm/bin/python -m vcast.vllm.repro chunked      # (c) a prefill chunk inside the video (the plugin's answer too)
 
 Each builds the tiny Qwen3-VL (text head_dim 32) in a temporary folder, asks one question about one
 generated clip in float32, greedy, and prints what it finds. The reference for (b) and (c) is HF
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(a) not reproduced: stock EVS on this build answered {tokens}")
             return 0
         reference = hf_evs_tokens(checkpoint)
-        plugin = vllm_tokens(checkpoint, **vcast.vllm.engine_kwargs(
-            str(checkpoint), "evs", 1 - PRUNING_RATE, {"variant": "official"}))
+        plugin_kwargs = vcast.vllm.engine_kwargs(str(checkpoint), "evs", 1 - PRUNING_RATE, {"variant": "official"})
+        plugin = vllm_tokens(checkpoint, **plugin_kwargs)
         fixed_a = {"worker_cls": vcast.vllm.CPU_WORKER}  # get past (a) to see (b) and (c)
         whole = vllm_tokens(checkpoint, **stock_evs, **fixed_a, enable_chunked_prefill=False,
                             enable_prefix_caching=False)
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             chunked = vllm_tokens(checkpoint, **stock_evs, **fixed_a, enable_chunked_prefill=True,
                                   max_num_batched_tokens=16, enable_prefix_caching=False)
             rows.append(("(c) stock EVS, 16-token chunks", chunked))
+            rows.append(("vcast plugin, 16-token chunks", vllm_tokens(checkpoint, max_num_batched_tokens=16, **plugin_kwargs)))
         for label, tokens in rows:
             print(f"{label:<32}{tokens}  {'== reference' if tokens == reference else '!= reference'}")
         if args.bug == "chunked":

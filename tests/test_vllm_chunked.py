@@ -1,0 +1,177 @@
+"""Pruned videos under chunked prefill and prefix caching: vLLM with the vcast plugin equals Hugging
+Face + ``vcast.models.attach`` token for token (CPU, float32).
+
+Runs in the vLLM environment (``make test-vllm``); skipped elsewhere. One engine per method (V-CAST
+and the plugin's EVS) with vLLM's defaults for both features (on) and a 16-token prefill budget, so
+every prompt is prefilled in 16-token steps. Each request is sent alone, so its steps start at
+multiples of 16 (the model records where: ``vcast_steps``):
+
+* one video after 0 to 15 padding tokens: across the 16 prompts a step starts at every slot of the
+  video (every frame boundary, mid-frame, inside the timestamps), which the test checks from the
+  recorded steps;
+* two videos in one prompt;
+* a shared prefix: one video with a question, then the same video with another question (the cached
+  prefix covers the whole video, so only the text after it is prefilled), then the first request again.
+
+Each answer equals HF's greedy answer for the same prompt with the method attached; the pure position
+arithmetic is checked for every chunk size and cached prefix in tests/test_vllm_settings.py.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+vllm = pytest.importorskip("vllm", reason="vLLM is not installed in this environment: make setup-vllm, then "
+                                           "make test-vllm runs this test with .venv-vllm's python")
+
+import torch  # noqa: E402
+
+from tests.model_inputs import QWEN_VIDEO_SIZE, clip  # noqa: E402
+from vcast.vllm.kept import VIDEO_KEY  # noqa: E402
+
+from vllm.platforms import current_platform  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not current_platform.is_cpu(), reason="defined on vLLM's CPU build (float32 on "
+                                 "both sides); this vLLM is a GPU build")]
+
+FRAMES, SIDE, FPS = 8, 128, 4.0
+RATIO = 0.25
+NEW_TOKENS = 8
+CHUNK = 16  # vLLM's prefill token budget per step
+BLOCK = 32  # the KV block (the prefix cache's unit): the smallest vLLM's CPU attention takes
+PAD = "x"  # one token per copy (the tiny tokenizer has no merge for it), checked below
+# Two questions that share a long start, so the first one's cached blocks run past the video.
+QUESTIONS = ("Look at the video closely, then say what moves.", "Look at the video closely, then say which color it is.")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
+
+    return build_vllm_checkpoint("qwen3_vl", tmp_path_factory.mktemp("vllm_chunked") / "qwen3_vl", seed=0)
+
+
+@pytest.fixture(scope="module")
+def hf(checkpoint):
+    import transformers
+
+    processor = transformers.AutoProcessor.from_pretrained(checkpoint)
+    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    return processor, model
+
+
+def _metadata() -> dict:
+    return {"total_num_frames": FRAMES, "fps": FPS, "frames_indices": list(range(FRAMES)), "do_sample_frames": False}
+
+
+def _text(processor, question: str, videos: int = 1, pad: int = 0) -> str:
+    content = [{"type": "video"}] * videos + [{"type": "text", "text": question}]
+    template = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                             tokenize=False)
+    return PAD * pad + template
+
+
+def _hf_answer(hf, method: str, text: str, seeds: list[int]) -> list[int]:
+    """HF's greedy tokens for ``text`` with one clip per seed, ``method`` attached."""
+    from transformers.video_utils import VideoMetadata
+
+    import vcast
+
+    processor, model = hf
+    metadata = [VideoMetadata(total_num_frames=FRAMES, fps=FPS, frames_indices=list(range(FRAMES))) for _ in seeds]
+    inputs = processor(text=[text], videos=[clip(FRAMES, SIDE, seed=seed) for seed in seeds], return_tensors="pt",
+                       video_metadata=metadata, do_sample_frames=False, size=QWEN_VIDEO_SIZE)
+    handle = vcast.models.attach(model, method, RATIO)
+    try:
+        with torch.inference_mode():
+            output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+    finally:
+        handle.detach()
+    return output[0, inputs["input_ids"].shape[1]:].tolist()
+
+
+def _video_range(token_ids: list[int], config) -> tuple[int, int]:
+    """The first video's slots in vLLM's prompt: after the template's outer vision start, up to its
+    outer vision end (the video's own frames open with a timestamp, not a vision start)."""
+    start = token_ids.index(config.vision_start_token_id) + 1
+    end = start
+    depth = 1
+    while depth:  # the outer vision end closes the run of per-frame vision start/end pairs
+        token = token_ids[end]
+        depth += (token == config.vision_start_token_id) - (token == config.vision_end_token_id)
+        end += 1
+    return start, end - 1
+
+
+def _serve(llm, sampling, text: str, seeds: list[int]):
+    """One request alone (one clip per seed, keyed by it): its greedy tokens, its output, and the prefill
+    steps that reached its media (``vcast_steps``)."""
+    videos = [(clip(FRAMES, SIDE, seed=seed), {**_metadata(), VIDEO_KEY: seed}) for seed in seeds]
+    llm.apply_model(lambda model: model.vcast_steps.clear())
+    [output] = llm.generate({"prompt": text, "multi_modal_data": {"video": videos}}, sampling, use_tqdm=False)
+    steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
+    return list(output.outputs[0].token_ids), output, steps
+
+
+@pytest.mark.parametrize("method", ["vcast", "evs"])
+def test_chunked_prefill_and_prefix_caching_give_the_answers_of_one_prefill(checkpoint, hf, method: str) -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the model in this process, for apply_model
+    import transformers
+    from vllm import LLM, SamplingParams
+
+    import vcast.vllm
+
+    processor, _ = hf
+    config = transformers.AutoConfig.from_pretrained(checkpoint)
+    pad_ids = processor.tokenizer(PAD * 3, add_special_tokens=False)["input_ids"]
+    assert len(pad_ids) == 3 and len(set(pad_ids)) == 1, f"{PAD!r} is not one token per copy: {pad_ids}"
+    kwargs = vcast.vllm.engine_kwargs(str(checkpoint), method, RATIO)
+    assert "enable_chunked_prefill" not in kwargs and "enable_prefix_caching" not in kwargs
+    llm = LLM(model=str(checkpoint), dtype="float32", seed=0, max_model_len=1024, enforce_eager=True,
+              gpu_memory_utilization=0.1, kv_cache_memory_bytes=64 * 2**20, block_size=BLOCK,
+              max_num_batched_tokens=CHUNK, limit_mm_per_prompt={"video": 2, "image": 0},
+              mm_processor_kwargs={"size": QWEN_VIDEO_SIZE}, **kwargs)
+    try:
+        scheduler = llm.llm_engine.vllm_config.scheduler_config
+        cache = llm.llm_engine.vllm_config.cache_config
+        assert scheduler.enable_chunked_prefill and cache.enable_prefix_caching  # vLLM's defaults, kept
+        llm.apply_model(lambda model: setattr(model, "vcast_record", True))
+        sampling = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS)
+        # One video, its start moved by 0-15 tokens: a step starts at every slot of it.
+        starts: set[int] = set()
+        length = None
+        for pad in range(CHUNK):
+            text = _text(processor, QUESTIONS[0], pad=pad)
+            answer, output, steps = _serve(llm, sampling, text, [0])
+            assert answer == _hf_answer(hf, method, text, [0]), f"{method}, {pad} padding tokens"
+            begin, end = _video_range(list(output.prompt_token_ids), config)
+            length = end - begin
+            assert all(step["computed"] % CHUNK == 0 for step in steps), steps
+            starts |= {first for step in steps for first, _ in step["slots"][:1] if first > 0}
+        assert starts >= set(range(1, length)), f"no step started at slots {sorted(set(range(1, length)) - starts)}"
+
+        # Two videos in one prompt.
+        text = _text(processor, QUESTIONS[0], videos=2, pad=5)
+        answer, _, steps = _serve(llm, sampling, text, [1, 2])
+        assert answer == _hf_answer(hf, method, text, [1, 2]), f"{method}, two videos"
+        assert any(first > 0 for step in steps for first, _ in step["slots"]), steps  # a video was split
+
+        # A shared prefix: the second question reuses the first request's cached video.
+        first, second = (_text(processor, question) for question in QUESTIONS)
+        answer, _, _ = _serve(llm, sampling, first, [3])
+        assert answer == _hf_answer(hf, method, first, [3])
+        answer, output, steps = _serve(llm, sampling, second, [3])
+        _, end = _video_range(list(output.prompt_token_ids), config)
+        assert output.num_cached_tokens > end, f"the cached prefix ({output.num_cached_tokens}) stops before {end}"
+        assert steps == [], "the video was cached, yet a step reached it"
+        assert answer == _hf_answer(hf, method, second, [3]), f"{method}, after a cached video"
+        answer, output, _ = _serve(llm, sampling, first, [3])
+        assert output.num_cached_tokens > end and answer == _hf_answer(hf, method, first, [3])
+    finally:
+        del llm
+        gc.collect()
