@@ -62,6 +62,16 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="session")
+def vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen3-VL with text head_dim 32 that vLLM's CPU attention accepts (seed 0), built once
+    per session for the vLLM plugin's tests (run in .venv-vllm)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
+
+    return build_vllm_checkpoint("qwen3_vl", tmp_path_factory.mktemp("vllm") / "qwen3_vl", seed=0)
+
+
+@pytest.fixture(scope="session")
 def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic benchmark in its default folder (where the vcast_synth task reads it);
     generated once, then reused (write_benchmark is idempotent)."""

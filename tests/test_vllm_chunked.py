@@ -30,6 +30,16 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed in this environ
 import torch  # noqa: E402
 
 from tests.model_inputs import QWEN_VIDEO_SIZE, clip  # noqa: E402
+from tests.support.vllm_case import (  # noqa: E402
+    FRAMES,
+    NEW_TOKENS,
+    RATIO,
+    SIDE,
+    chat_text,
+    hf_generate,
+    hf_video_inputs,
+    vllm_metadata,
+)
 from vcast.vllm.kept import VIDEO_KEY  # noqa: E402
 
 from vllm.platforms import current_platform  # noqa: E402
@@ -38,61 +48,31 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not current_platform.is_cpu(), reason="defined on vLLM's CPU build (float32 on "
                                  "both sides); this vLLM is a GPU build")]
 
-FRAMES, SIDE, FPS = 8, 128, 4.0
-RATIO = 0.25
-NEW_TOKENS = 8
 CHUNK = 16  # vLLM's prefill token budget per step
 BLOCK = 32  # the KV block (the prefix cache's unit): the smallest vLLM's CPU attention takes
 PAD = "x"  # one token per copy (the tiny tokenizer has no merge for it), checked below
 # Two questions that share a long start, so the first one's cached blocks run past the video.
-QUESTIONS = ("Look at the video closely, then say what moves.", "Look at the video closely, then say which color it is.")
+QUESTIONS = ("Look at the video closely, then say what moves.",
+             "Look at the video closely, then say which color it is.")
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
-
-    return build_vllm_checkpoint("qwen3_vl", tmp_path_factory.mktemp("vllm_chunked") / "qwen3_vl", seed=0)
-
-
-@pytest.fixture(scope="module")
-def hf(checkpoint):
+def hf(vllm_checkpoint):
     import transformers
 
-    processor = transformers.AutoProcessor.from_pretrained(checkpoint)
-    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    processor = transformers.AutoProcessor.from_pretrained(vllm_checkpoint)
+    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(vllm_checkpoint, dtype=torch.float32).eval()
     return processor, model
 
 
-def _metadata() -> dict:
-    return {"total_num_frames": FRAMES, "fps": FPS, "frames_indices": list(range(FRAMES)), "do_sample_frames": False}
-
-
 def _text(processor, question: str, videos: int = 1, pad: int = 0) -> str:
-    content = [{"type": "video"}] * videos + [{"type": "text", "text": question}]
-    template = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                             tokenize=False)
-    return PAD * pad + template
+    return PAD * pad + chat_text(processor, question, videos)
 
 
 def _hf_answer(hf, method: str, text: str, seeds: list[int]) -> list[int]:
     """HF's greedy tokens for ``text`` with one clip per seed, ``method`` attached."""
-    from transformers.video_utils import VideoMetadata
-
-    import vcast
-
     processor, model = hf
-    metadata = [VideoMetadata(total_num_frames=FRAMES, fps=FPS, frames_indices=list(range(FRAMES))) for _ in seeds]
-    inputs = processor(text=[text], videos=[clip(FRAMES, SIDE, seed=seed) for seed in seeds], return_tensors="pt",
-                       video_metadata=metadata, do_sample_frames=False, size=QWEN_VIDEO_SIZE)
-    handle = vcast.models.attach(model, method, RATIO)
-    try:
-        with torch.inference_mode():
-            output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
-    finally:
-        handle.detach()
-    return output[0, inputs["input_ids"].shape[1]:].tolist()
+    return hf_generate(model, hf_video_inputs(processor, text, seeds), method)
 
 
 def _video_range(token_ids: list[int], config) -> tuple[int, int]:
@@ -111,7 +91,7 @@ def _video_range(token_ids: list[int], config) -> tuple[int, int]:
 def _serve(llm, sampling, text: str, seeds: list[int]):
     """One request alone (one clip per seed, keyed by it): its greedy tokens, its output, and the prefill
     steps that reached its media (``vcast_steps``)."""
-    videos = [(clip(FRAMES, SIDE, seed=seed), {**_metadata(), VIDEO_KEY: seed}) for seed in seeds]
+    videos = [(clip(FRAMES, SIDE, seed=seed), vllm_metadata(**{VIDEO_KEY: seed})) for seed in seeds]
     llm.apply_model(lambda model: model.vcast_steps.clear())
     [output] = llm.generate({"prompt": text, "multi_modal_data": {"video": videos}}, sampling, use_tqdm=False)
     steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
@@ -119,7 +99,7 @@ def _serve(llm, sampling, text: str, seeds: list[int]):
 
 
 @pytest.mark.parametrize("method", ["vcast", "evs"])
-def test_chunked_prefill_and_prefix_caching_give_the_answers_of_one_prefill(checkpoint, hf, method: str) -> None:
+def test_chunked_prefill_and_prefix_caching_give_the_answers_of_one_prefill(vllm_checkpoint, hf, method: str) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the model in this process, for apply_model
     import transformers
     from vllm import LLM, SamplingParams
@@ -127,12 +107,12 @@ def test_chunked_prefill_and_prefix_caching_give_the_answers_of_one_prefill(chec
     import vcast.vllm
 
     processor, _ = hf
-    config = transformers.AutoConfig.from_pretrained(checkpoint)
+    config = transformers.AutoConfig.from_pretrained(vllm_checkpoint)
     pad_ids = processor.tokenizer(PAD * 3, add_special_tokens=False)["input_ids"]
     assert len(pad_ids) == 3 and len(set(pad_ids)) == 1, f"{PAD!r} is not one token per copy: {pad_ids}"
-    kwargs = vcast.vllm.engine_kwargs(str(checkpoint), method, RATIO)
+    kwargs = vcast.vllm.engine_kwargs(str(vllm_checkpoint), method, RATIO)
     assert "enable_chunked_prefill" not in kwargs and "enable_prefix_caching" not in kwargs
-    llm = LLM(model=str(checkpoint), dtype="float32", seed=0, max_model_len=1024, enforce_eager=True,
+    llm = LLM(model=str(vllm_checkpoint), dtype="float32", seed=0, max_model_len=1024, enforce_eager=True,
               gpu_memory_utilization=0.1, kv_cache_memory_bytes=64 * 2**20, block_size=BLOCK,
               max_num_batched_tokens=CHUNK, limit_mm_per_prompt={"video": 2, "image": 0},
               mm_processor_kwargs={"size": QWEN_VIDEO_SIZE}, **kwargs)

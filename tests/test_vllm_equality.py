@@ -36,6 +36,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.model_inputs import QWEN_VIDEO_SIZE, clip  # noqa: E402
+from tests.support.vllm_case import (  # noqa: E402
+    FRAMES,
+    NEW_TOKENS,
+    RATIO,
+    SIDE,
+    chat_text,
+    hf_generate,
+    hf_video_inputs,
+    vllm_metadata,
+)
 from vcast.kept_records import call_records, merged_grid_geometry  # noqa: E402
 from vcast.vllm.kept import NO_KEY, VIDEO_KEY, KeptVideo, records_from_stats  # noqa: E402
 
@@ -45,42 +55,27 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not current_platform.is_cpu(), reason="the equality test is defined on vLLM's CPU "
                                  "build (float32 on both sides); this vLLM is a GPU build")]
 
-FRAMES, SIDE, FPS = 8, 128, 4.0
-RATIO = 0.25
-NEW_TOKENS = 8
 QUESTION = "What moves in this video?"
 METHODS = ("vcast", "uniform", "random", "dycoke", "vidcom2", "evs")
 KEY = 7  # the clip's VIDEO_KEY (the plugin numbers its videos from 0)
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
-
-    return build_vllm_checkpoint("qwen3_vl", tmp_path_factory.mktemp("vllm") / "qwen3_vl", seed=0)
-
-
-@pytest.fixture(scope="module")
-def prompt(checkpoint):
+def prompt(vllm_checkpoint):
     from transformers import AutoProcessor
 
-    processor = AutoProcessor.from_pretrained(checkpoint)
-    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]}]
-    return processor, processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    processor = AutoProcessor.from_pretrained(vllm_checkpoint)
+    return processor, chat_text(processor, QUESTION)
 
 
 @pytest.fixture(scope="module")
-def hf(checkpoint, prompt):
+def hf(vllm_checkpoint, prompt):
     """The HF model, its processor inputs for the clip, and the main post-merger video tokens [T, P, D]."""
     import transformers
-    from transformers.video_utils import VideoMetadata
 
     processor, text = prompt
-    inputs = processor(text=[text], videos=[clip(FRAMES, SIDE, seed=0)], return_tensors="pt",
-                       video_metadata=[VideoMetadata(total_num_frames=FRAMES, fps=FPS, frames_indices=list(range(FRAMES)))],
-                       do_sample_frames=False, size=QWEN_VIDEO_SIZE)
-    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    inputs = hf_video_inputs(processor, text, [0])
+    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(vllm_checkpoint, dtype=torch.float32).eval()
     with torch.inference_mode():
         encoded = model.model.get_video_features(pixel_values_videos=inputs["pixel_values_videos"],
                                                  video_grid_thw=inputs["video_grid_thw"])
@@ -88,23 +83,6 @@ def hf(checkpoint, prompt):
     merge = model.config.vision_config.spatial_merge_size
     frames = encoded.pooler_output[0].reshape(t, (h // merge) * (w // merge), -1)
     return model, inputs, frames
-
-
-def hf_generate(model, inputs, method: str, with_stats: bool = False):
-    """HF's greedy token ids for ``inputs`` with ``method`` attached; with ``with_stats``, also the
-    pruning handle's stats of the call (what the HF plugins build their kept-token records from)."""
-    import vcast
-
-    handle = vcast.models.attach(model, method, RATIO) if method != "vanilla" else None
-    try:
-        with torch.inference_mode():
-            output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
-        stats = None if handle is None else handle.stats
-    finally:
-        if handle is not None:
-            handle.detach()
-    tokens = output[0, inputs["input_ids"].shape[1]:].tolist()
-    return (tokens, stats) if with_stats else tokens
 
 
 def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict], list[dict]]:
@@ -122,8 +100,7 @@ def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict],
     try:
         if method != "vanilla":
             llm.apply_model(lambda model: setattr(model, "vcast_record", True))
-        metadata = {"total_num_frames": FRAMES, "fps": FPS, "frames_indices": list(range(FRAMES)),
-                    "do_sample_frames": False, **({} if method == "vanilla" else {VIDEO_KEY: KEY})}
+        metadata = vllm_metadata(**({} if method == "vanilla" else {VIDEO_KEY: KEY}))
         request = {"prompt": text, "multi_modal_data": {"video": [(clip(FRAMES, SIDE, seed=0), metadata)]}}
         outputs = llm.generate(request, SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS))
         records = [] if method == "vanilla" else llm.apply_model(lambda model: list(model.vcast_records))[0]
@@ -135,12 +112,12 @@ def vllm_run(checkpoint, text: str, method: str) -> tuple[list[int], list[dict],
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_vllm_plugin_equals_hf_attach(checkpoint, prompt, hf, method: str) -> None:
+def test_vllm_plugin_equals_hf_attach(vllm_checkpoint, prompt, hf, method: str) -> None:
     import vcast
 
     model, inputs, frames = hf
     _, text = prompt
-    generated, records, stats = vllm_run(checkpoint, text, method)
+    generated, records, stats = vllm_run(vllm_checkpoint, text, method)
 
     assert len(records) == 1, f"vLLM's model pruned {len(records)} videos, expected 1"
     record = records[0]
@@ -171,15 +148,12 @@ def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
     """The MoE class: V-CAST's answer through vLLM equals HF's (the MoE tiny, experts saved in the
     released layout vLLM loads)."""
     import transformers
-    from transformers.video_utils import VideoMetadata
 
     from vcast.vllm.tiny_checkpoints import build_vllm_checkpoint
 
     checkpoint = build_vllm_checkpoint("qwen3_vl_moe", tmp_path / "qwen3_vl_moe", seed=0)
     processor, text = prompt  # the MoE tiny shares the dense one's tokenizer and processor
-    inputs = processor(text=[text], videos=[clip(FRAMES, SIDE, seed=0)], return_tensors="pt",
-                       video_metadata=[VideoMetadata(total_num_frames=FRAMES, fps=FPS, frames_indices=list(range(FRAMES)))],
-                       do_sample_frames=False, size=QWEN_VIDEO_SIZE)
+    inputs = hf_video_inputs(processor, text, [0])
     model = transformers.Qwen3VLMoeForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32).eval()
     generated, records, _ = vllm_run(checkpoint, text, "vcast")
     assert len(records) == 1 and records[0]["keep"].numel() > 0
@@ -188,19 +162,19 @@ def test_vllm_plugin_equals_hf_attach_moe(tmp_path, prompt) -> None:
     assert reference != hf_generate(model, inputs, "vanilla")
 
 
-def test_vllm_vanilla_equals_hf(checkpoint, prompt, hf) -> None:
+def test_vllm_vanilla_equals_hf(vllm_checkpoint, prompt, hf) -> None:
     """The stock model (no plugin settings) on the same inputs: the baseline the plugin builds on."""
     model, inputs, _ = hf
-    generated, _, _ = vllm_run(checkpoint, prompt[1], "vanilla")
+    generated, _, _ = vllm_run(vllm_checkpoint, prompt[1], "vanilla")
     assert generated == hf_generate(model, inputs, "vanilla")
 
 
-def test_another_vllm_version_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, checkpoint) -> None:
+def test_another_vllm_version_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, vllm_checkpoint) -> None:
     import vcast.vllm
 
     monkeypatch.setattr(vllm, "__version__", "0.31.0")
     with pytest.raises(RuntimeError, match=r"vLLM 0\.32\.0 .*but vLLM 0\.31\.0 is installed"):
-        vcast.vllm.engine_kwargs(str(checkpoint), "vcast", RATIO)
+        vcast.vllm.engine_kwargs(str(vllm_checkpoint), "vcast", RATIO)
 
 
 # The lmms-eval plugin: kept-token records of a cell ------------------------------------------------
@@ -262,12 +236,12 @@ def _check_records(cell, synth_data, method: str, limit: int) -> dict:
     return records
 
 
-def test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin(lmms_eval_env, checkpoint, synth_data,
+def test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin(lmms_eval_env, vllm_checkpoint, synth_data,
                                                               tmp_path) -> None:
     """vcast_vllm and vcast_qwen3_vl on the same checkpoint and items: the same kept mask per item."""
-    ours = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vcast", batch_size=2), tmp_path),
+    ours = _check_records(_run_cell(_cell_spec(vllm_checkpoint, "vcast_vllm", "vcast", batch_size=2), tmp_path),
                           synth_data, "vcast", LIMIT)
-    theirs = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_qwen3_vl", "vcast"), tmp_path),
+    theirs = _check_records(_run_cell(_cell_spec(vllm_checkpoint, "vcast_qwen3_vl", "vcast"), tmp_path),
                             synth_data, "vcast", LIMIT)
     for key, record in ours.items():
         other = theirs[key]
@@ -277,7 +251,7 @@ def test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin(lmms_eval_env, che
         assert 0 < record.kept.sum() < record.kept.size
 
 
-def test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell(lmms_eval_env, checkpoint, synth_data,
+def test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell(lmms_eval_env, vllm_checkpoint, synth_data,
                                                                              tmp_path) -> None:
     """Vanilla's records keep every token; ``record_kept`` is a plugin argument that names the same
     cell either way (that ``record_kept=false`` writes no records: the uninterrupted run of
@@ -286,11 +260,11 @@ def test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell(lmm
     from vcast.sweep.cell import identity_mismatch
 
     assert model_arg_problem("vcast_vllm", "record_kept") is None
-    off = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1, record_kept=False)
-    on = _cell_spec(checkpoint, "vcast_vllm", "vcast", limit=1)
+    off = _cell_spec(vllm_checkpoint, "vcast_vllm", "vcast", limit=1, record_kept=False)
+    on = _cell_spec(vllm_checkpoint, "vcast_vllm", "vcast", limit=1)
     assert on.relative_dir == off.relative_dir and identity_mismatch(off, on) == []
 
-    vanilla = _check_records(_run_cell(_cell_spec(checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
+    vanilla = _check_records(_run_cell(_cell_spec(vllm_checkpoint, "vcast_vllm", "vanilla", limit=1), tmp_path),
                              synth_data, "vanilla", 1)
     assert all(record.kept.all() for record in vanilla.values())
 
@@ -332,7 +306,7 @@ def _outputs(work: Path) -> tuple[list[str], dict]:
     return lines, json.loads(results.read_text(encoding="utf-8"))["results"]
 
 
-def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, synth_data, tmp_path) -> None:
+def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, vllm_checkpoint, synth_data, tmp_path) -> None:
     """SIGKILL inside the response cache's write of the k-th answer (journaled, not yet in SQLite),
     then a rerun: it starts with k answers, computes only the others, and ends with the samples and
     scores of an uninterrupted run."""
@@ -347,13 +321,13 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
 
     work = tmp_path / "resumed"
     path = os.pathsep.join(filter(None, [str(KILL_POINTS), os.environ.get("PYTHONPATH")]))
-    killed = _eval_run(checkpoint, work, VCAST_KILL_AT=f"upsert:{KILL_AT}", PYTHONPATH=path)
+    killed = _eval_run(vllm_checkpoint, work, VCAST_KILL_AT=f"upsert:{KILL_AT}", PYTHONPATH=path)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     cache = work / "cache"
     # The answers attempt 1 left: its journal's (the k-th there, not in its database)
     [journal] = cache.glob("runs/*/rank_0.audit.jsonl")
     kept = sorted(json.loads(line)["doc_id"] for line in journal.read_text().splitlines())
-    resumed = _eval_run(checkpoint, work)
+    resumed = _eval_run(vllm_checkpoint, work)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     assert [(a["attempt"], a["answered_before"]) for a in read_attempts(cache)] == [(1, 0), (2, KILL_AT)]
@@ -372,7 +346,7 @@ def test_a_killed_vllm_run_resumes_from_its_answers(lmms_eval_env, checkpoint, s
 
     # The uninterrupted run, without kept-token records (record_kept=false): the same answers, no records.
     uninterrupted = tmp_path / "uninterrupted"
-    reference = _eval_run(checkpoint, uninterrupted, use_cache=False, record_kept=False)
+    reference = _eval_run(vllm_checkpoint, uninterrupted, use_cache=False, record_kept=False)
     assert reference.returncode == 0, reference.stderr[-3000:]
     assert _outputs(work) == _outputs(uninterrupted)
     assert (work / FOLDER).is_dir() and (uninterrupted / "efficiency").is_dir()

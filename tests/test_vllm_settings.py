@@ -168,7 +168,7 @@ def _prompt_with_media(seed: int = 0):
     dropped |= set(first_video[6:12])
     kept = [entry for index, entry in enumerate(unpruned) if index not in dropped]
     truth = torch.tensor([position for _, position, _, _ in kept]).T  # [3, N]
-    ids, items, spans = [], [], []
+    items, spans = [], []
     for item in range(3):
         slots = [i for i, entry in enumerate(kept) if entry[3] == item]
         offset, length = slots[0], len(slots)
@@ -179,8 +179,7 @@ def _prompt_with_media(seed: int = 0):
         media = sum(1 for i in slots if kept[i][0] in (VIDEO, IMAGE))
         blocks, hw = (videos[item][0], videos[item][1]) if item < 2 else (1, (2, 2))
         spans.append(MediaSpan(offset, length, media_extent(length, media, blocks, hw)))
-    for index, (token, _, _, item) in enumerate(kept):
-        ids.append(token)
+    ids = [token for token, _, _, _ in kept]
     # vLLM's prompt lumps each video's kept tokens into its first step's block.
     lumped = list(ids)
     for item in range(2):
