@@ -37,7 +37,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm bench-serve system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -171,6 +171,11 @@ demo-vllm: $(VLLM_EVAL_STAMP) synth-data $(CHECKPOINTS)/tiny_qwen3_vl_vllm/confi
 # Requests/s of vLLM vs HF generate, vanilla vs V-CAST, in one run (bench-size random Qwen3-VL).
 bench-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/bench_vllm.py
+
+# vllm serve under load: stock vLLM, stock EVS and V-CAST at 1-32 requests in flight on the same requests
+# (bench-size random Qwen3-VL; SERVE_ARGS: scripts/bench_serve.py's options), into results/bench_serve/.
+bench-serve: $(VLLM_STAMP)
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python scripts/bench_serve.py $(SERVE_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow"

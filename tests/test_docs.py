@@ -181,6 +181,7 @@ ELSEWHERE = {
     "make setup-vllm-eval": "the vLLM environment (make test-vllm)",
     "make test-vllm": "the vLLM environment (make test-vllm)",
     "make bench-vllm": "the vLLM environment (make test-vllm)",
+    "make bench-serve": "the vLLM environment and minutes of serving (its pieces: tests/test_serve_load.py)",
     ".venv-vllm/bin/python": "the vLLM environment (make test-vllm)",
     "make gpu-check": "tests/test_gpucheck.py runs its CPU mode",
     "OUT=/tmp/gpu-check make gpu-check": "tests/test_gpucheck.py runs its CPU mode",

@@ -44,6 +44,8 @@ MACHINE = re.compile(r"\b\d+-core\b|\b\d+ (?:CPU )?cores?\b|\b(?:H100|H200|A100|
 # stated, to compare rows with each other (not a promise of how long your run takes); and
 # settings that are not measurements.
 RECORDS = {
+    ("docs/vllm.md", "**Pruning pays at every load here.**"):
+        "make bench-serve record: the one run of the table above it, on 2 CPU cores",
     ("docs/baselines.md", "V-CAST 6 ms; random / uniform"):
         "bench-baselines record: one run per method on the stated tensor and 2-core CPU",
     ("docs/baselines.md", "which gives the same bits (400/400"):
