@@ -175,7 +175,7 @@ bench-vllm: $(VLLM_STAMP)
 # vllm serve under load: stock vLLM, stock EVS and V-CAST at 1-32 requests in flight on the same requests
 # (bench-size random Qwen3-VL; SERVE_ARGS: scripts/bench_serve.py's options), into results/bench_serve/.
 bench-serve: $(VLLM_STAMP)
-	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python scripts/bench_serve.py $(SERVE_ARGS)
+	$(VLLM_VENV)/bin/python scripts/bench_serve.py $(SERVE_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow"

@@ -86,7 +86,7 @@ def server(model_dir: str, config: str, args: argparse.Namespace, cpu: bool, log
     logger.info("%s: %s", config, " ".join(command))
     with open(log_path, "w", encoding="utf-8") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, "HF_HUB_OFFLINE": "1"})  # the child keeps its own copy
+                                   env=dict(os.environ))  # the child keeps its own copy of the log
     url = f"http://127.0.0.1:{port}"
     try:
         started = time.perf_counter()
@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--servers: unknown {unknown}; choose from {', '.join(CONFIGS)}")
     if any(value < 1 for value in args.concurrency):
         parser.error(f"--concurrency must be positive integers, got {args.concurrency}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.model_dir is None:  # the checkpoint is built here: nothing to fetch (a hub id may need the network)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.platforms import current_platform
 
     cpu = current_platform.is_cpu()
