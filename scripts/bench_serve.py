@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vcast.atomic_files import atomic_write_text
+from vcast.ports import free_port
 from vcast.vllm.serve_load import (
     CACHED_PROMPT_TOKENS,
     CONCURRENCY,
@@ -50,12 +50,6 @@ from vcast.vllm.serve_load import (
 
 logger = logging.getLogger("bench_serve")
 READY_TIMEOUT_S = 600.0
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def engine_kwargs(config: str, model_dir: str, ratio: float, cpu: bool) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from vcast.eval.efficiency import latest_first, record_items, summarize
 from vcast.eval.missing_visuals import read_missing
 from vcast.eval.resume import read_attempts, set_aside
 from vcast.eval.run import SUMMARY_FILE
+from vcast.ports import free_port
 from vcast.results.layout import CACHE_DIR, EFFICIENCY_DIR, IDENTITY_FILE, LMMS_EVAL_DIR, RUN_LOG
 from vcast.results.record import AttemptEntry, CellEfficiency, CellRecord, MissingVisuals, clear_record, write_record
 from vcast.results.tree import Cell, lmms_eval_outputs, work_dir
@@ -121,17 +122,11 @@ def eval_command(spec: CellSpec, output: Path, python: str = sys.executable,
         return [python, *args], {}
     launch = [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(spec.processes),
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-              "--main_process_port", str(_free_port())]
+              "--main_process_port", str(free_port())]
     # Without GPUs (tests), the same torchrun launch with gloo: accelerate's own --cpu flag would
     # need MPI instead.
     extra_env = {} if _has_cuda() else {"ACCELERATE_USE_CPU": "true"}
     return [*launch, *args], extra_env
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _has_cuda() -> bool:

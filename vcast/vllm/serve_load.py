@@ -162,12 +162,14 @@ def markdown_table(points: Sequence[LoadPoint]) -> str:
 
 def plot(points: Sequence[LoadPoint], path: Path, title: str) -> None:
     """Requests/s and p99 end-to-end latency against requests in flight, one line per server (PNG)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import textwrap
+    from vcast.viz import save
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
     ticks = sorted({point.concurrency for point in points})
@@ -187,8 +189,5 @@ def plot(points: Sequence[LoadPoint], path: Path, title: str) -> None:
         axis.legend()
     figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=10)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    figure.savefig(partial, format="png", dpi=120)
+    save(figure, path)
     plt.close(figure)
-    partial.replace(path)
