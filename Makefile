@@ -1,7 +1,8 @@
 # make test   -- install into .venv (and .venv-vllm beside it) if needed, then run the test suite (what CI
-#                runs); then, side by side, the vLLM equality test (make test-vllm), the tests on the SLURM
-#                test cluster (make test-slurm: a cell finished over requeues, a few minutes, and the job
-#                arrays) and the docs' shell examples in a fresh copy of the repository (make test-docs)
+#                runs: make test-main) beside the tests on the SLURM test cluster (make test-slurm: a cell
+#                finished over requeues, a few minutes, and the job arrays); then, side by side, the vLLM
+#                equality test (make test-vllm) and the docs' shell examples in a fresh copy of the
+#                repository (make test-docs)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark's 300 held-out items on the
 #                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (the 10 cells of
 #                configs/experiment/demo.yaml at r = 0.25: a few minutes), print the cells' status, write
@@ -37,7 +38,7 @@ REPORT_FIGURES := figure-frames figure-budget-gains figure-budgets figure-budget
 REPORT = $(BIN)/python -m vcast.report build --results $(RESULTS) $(if $(REPORT_ONLY),,--run --sweep-args "$(ARGS)") \
 	$(if $(COMPARE),--compare $(COMPARE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(ALLOW_PARTIAL),--allow-partial)
 
-.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm bench-serve system-deps test test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
+.PHONY: demo-full demo-model synth-heldout setup setup-vllm setup-vllm-eval test-vllm demo-vllm bench-vllm bench-serve system-deps test test-main test-docs test-slurm test-fast test-requeue demo demo-select sweep status synth-data tiny-checkpoints bench-select bench-baselines bench-prefill bench-memory gpu-check clean \
 	report-list analysis site $(REPORT_TABLES) $(REPORT_FIGURES)
 
 setup: $(STAMP)
@@ -84,20 +85,29 @@ $(STAMP): pyproject.toml constraints.txt
 # the SLURM cluster's tests in one worker). PYTEST_PARALLEL= runs them in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
-# The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's);
-# after the main run, three stages that run on their own side by side: the vLLM tests, the tests on the SLURM
-# cluster (mostly SLURM's scheduling ticks: the requeue test's minutes, the launcher's job array) and the docs'
-# examples in a fresh copy of the repository. make's --output-sync prints each target's output whole when it ends.
+# The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's).
+# The tests on the SLURM cluster spend most of their minutes waiting on SLURM's scheduling ticks (the requeue
+# test, the launcher's job array), so they run beside the main run, which keeps both cores busy; their output
+# goes to $(SLURM_LOG) and is printed once both have ended. Then the vLLM tests and the docs' examples in a
+# fresh copy of the repository, side by side (make's --output-sync prints each target's output whole when it ends).
+SLURM_LOG := $(VENV)/test-slurm.log
 test:
 	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
+	rm -f $(SLURM_LOG)
+	$(MAKE) -j2 test-main test-slurm SLURM_OUT=$(SLURM_LOG) || { cat $(SLURM_LOG) 2>/dev/null; exit 1; }
+	cat $(SLURM_LOG)
+	$(MAKE) -j2 --output-sync=target test-vllm test-docs
+
+# The main run: every test but the SLURM cluster's and the docs' examples.
+test-main: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slurm and not fresh_clone"
-	$(MAKE) -j3 --output-sync=target test-vllm test-slurm test-docs
 
 # Every test on the suite's SLURM cluster (tests/conftest.py marks them slurm), the requeue test first, one
 # cluster for all; only the files that use the cluster are collected.
 SLURM_TEST_FILES = $(shell grep -l slurm_cluster tests/test_*.py)
+# SLURM_OUT=<file>: the output goes there instead (make test prints it after the main run).
 test-slurm: $(STAMP) $(SLURM_STAMP)
-	$(BIN)/python -m pytest $(SLURM_TEST_FILES) -m slurm -v
+	$(BIN)/python -m pytest $(SLURM_TEST_FILES) -m slurm -v $(if $(SLURM_OUT),> $(SLURM_OUT) 2>&1)
 
 # Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
 # checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).

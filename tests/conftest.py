@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Iterator, Optional
 
 import pytest
 import torch
+
+# No test reaches the Hugging Face Hub (the tiny checkpoints are built locally); set before any test
+# runs, so that every process a test starts, and the standing warm-start server below, see the same.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # pytest-xdist runs one worker per core: each worker, and every process it starts (a sweep's lmms-eval
 # cells), computes on one thread. With torch's default (one thread per core in every process) the
@@ -53,8 +63,6 @@ TAU_BASE2 = 1.0 / math.log(2.0)
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One tiny random-weight checkpoint per architecture (seed 0), built once per session."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from vcast.tiny_checkpoints import ARCHS, build_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny")
@@ -72,9 +80,44 @@ def vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def standing_warm_server(request: pytest.FixtureRequest) -> Iterator[Optional[str]]:
+    """One standing warm-start server per pytest process (``VCAST_WARM_SERVER``,
+    vcast/sweep/warm_start.py) for the sweeps and cells the tests run here: each sweep would otherwise
+    start its own and import lmms-eval, transformers and torch again (11-16 CPU-seconds on 2 cores). A
+    sweep it cannot serve (another environment, another session: the tests that kill a sweep's whole
+    session) starts its own, as it would without it. None (no server) where every test that runs cells
+    runs them on the SLURM cluster (make test-slurm), whose jobs it could not serve."""
+    from vcast.eval.warm_server import SHARED_ENV
+
+    if not any("standing_warm_server" in item.fixturenames and not item.get_closest_marker("slurm")
+               for item in request.session.items):
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="vcast-warm-"))  # short: a socket's path has at most 107 bytes
+    address = str(folder / "server.sock")
+    with open(folder / "server.log", "wb") as log:
+        # os.environ as Python sees it (a C library may have put more into the process's own environment)
+        process = subprocess.Popen([sys.executable, "-m", "vcast.eval.warm_server", "--listen", address],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    deadline = time.monotonic() + 600  # bound once its imports are done
+    while not os.path.exists(address) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if os.path.exists(address):
+        os.environ[SHARED_ENV] = address
+    try:
+        yield address if os.path.exists(address) else None
+    finally:
+        os.environ.pop(SHARED_ENV, None)
+        process.terminate()
+        process.wait(60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory: pytest.TempPathFactory, standing_warm_server: Optional[str]) -> Path:
     """The synthetic benchmark in its default folder (where the vcast_synth task reads it);
-    generated once, then reused (write_benchmark is idempotent)."""
+    generated once, then reused (write_benchmark is idempotent). Every test that runs a cell uses it,
+    so it brings the standing warm-start server too."""
     from filelock import FileLock
 
     from vcast.eval.synthetic_benchmark import DEFAULT_DATA_DIR, write_benchmark
@@ -139,7 +182,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
-            item.add_marker(pytest.mark.slurm)  # make test runs them on their own, beside the vLLM tests
+            item.add_marker(pytest.mark.slurm)  # make test runs them on their own, beside the main run
 
 
 @pytest.hookimpl(tryfirst=True)

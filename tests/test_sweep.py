@@ -69,32 +69,36 @@ PAPER_GRIDS = {  # experiment -> (model, frames, ratios, tasks, methods), from t
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml")))
 def test_every_experiment_composes_into_valid_cells(experiment: str) -> None:
     """Each grid point's method, model and task configs exist and make a valid cell spec, which passes
-    pre-flight and runs each method in the variant its experiment names (profile=reproduce, the default;
-    profile=clean: tests/test_sweep_profiles.py)."""
+    pre-flight and runs each method in the variant its experiment names (profile=reproduce, the default);
+    under profile=clean, each method's first cell runs variant "paper"."""
     from tests.test_sweep_profiles import assert_runs_variant
-    from vcast.sweep.grid import command_line_grid
+    from vcast.sweep.grid import PointComposer, command_line_points, distinct_jobs, experiment_of, initialized, job_overrides
     from vcast.sweep.spec import spec_from_config
 
     cfg = _compose([f"experiment={experiment}"])
     params = cfg.hydra.sweeper.params
-    jobs = command_line_grid([f"experiment={experiment}"])  # every distinct cell, as the sweep plans them
+    grid = PointComposer()  # the sweep's planner; its compositions are reused for profile=clean below
+    with initialized():
+        jobs = distinct_jobs(command_line_points([f"experiment={experiment}"]), grid)  # every distinct cell
     assert [job.error for job in jobs if job.spec is None] == []
     assert {job.spec.plugin for job in jobs} <= {"vcast_qwen3_vl", "vcast_llava_ov"}
     assert all(job.spec.lmms_tasks for job in jobs)
     assert {job.spec.method for job in jobs} == set(str(params.method).split(","))
     named = dict(cfg.get("variants") or {})
     assert set(named) <= set(str(params.method).split(",")), "variants for methods not in the grid"
-    for spec in {job.spec.method: job.spec for job in reversed(jobs)}.values():  # each method's first cell
-        assert spec.profile == "reproduce", spec.name
-        assert_runs_variant(spec, named.get(spec.method, "paper"))
+    for job in {job.spec.method: job for job in reversed(jobs)}.values():  # each method's first cell
+        assert job.spec.profile == "reproduce", job.spec.name
+        assert_runs_variant(job.spec, named.get(job.spec.method, "paper"))
+        with initialized():  # profile is a plain value: the cell's own composition, copied, with it set
+            clean = spec_from_config(grid.compose([*job.overrides, "profile=clean"]), experiment)
+        assert clean.profile == "clean" and clean.relative_dir.parts[1:] == job.spec.relative_dir.parts[1:]
+        assert_runs_variant(clean, "paper")
     if experiment in PAPER_GRIDS:
         model, frames, ratios, tasks, methods = PAPER_GRIDS[experiment]
         assert (cfg.model.name, str(params.frames), str(params.ratio)) == (model, frames, ratios)
         assert (len(str(params.task).split(",")), len(str(params.method).split(","))) == (tasks, methods)
     # The grid's planner composes once per choice of configs and sets plain values (frames, ratio) on a
     # copy: the same cells as Hydra's own composition of each point, at every frames x ratio.
-    from vcast.sweep.grid import PointComposer, experiment_of, initialized, job_overrides
-
     first = {key: str(params[key]).split(",")[0] for key in ("method", "task")}
     points = [point for point in job_overrides(dict(params), [f"experiment={experiment}"])
               if all(f"{key}={value}" in point for key, value in first.items())]

@@ -15,7 +15,6 @@ from vcast.sweep.profiles import resolve_variant  # noqa: E402
 from vcast.sweep.spec import preflight, spec_from_config  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 
 
 def _compose(overrides: list[str]):
@@ -84,13 +83,3 @@ def assert_runs_variant(spec, variant: str) -> None:
     assert spec.variant in method_variants(spec.method_id)
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_every_experiment_cell_is_paper_under_clean(experiment: str) -> None:
-    """Every method of every experiment runs variant "paper" under profile=clean (profile=reproduce, every
-    cell of every grid: tests/test_sweep.py::test_every_experiment_composes_into_valid_cells)."""
-    cfg = _compose([f"experiment={experiment}"])
-    for method in str(cfg.hydra.sweeper.params.method).split(","):
-        spec = spec_from_config(_compose([f"experiment={experiment}", f"method={method}", "profile=clean"]),
-                                experiment)
-        assert spec.profile == "clean"
-        assert_runs_variant(spec, "paper")

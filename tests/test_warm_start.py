@@ -1,12 +1,16 @@
 """Warm start (vcast.sweep.warm_start): a one-process cell forked from a server that imported lmms-eval
 once writes what the same cell started as a new process writes; a run killed by its timeout, and a
-server that died, cost the cell nothing more than a cold start would."""
+server that died, cost the cell nothing more than a cold start would; a standing server
+(VCAST_WARM_SERVER) serves only the sweeps it can, and the others start their own."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -15,6 +19,7 @@ pytest.importorskip("lmms_eval")
 from tests.test_sweep import tiny_spec  # noqa: E402
 from tests.support.cell_files import read_cell  # noqa: E402
 from vcast.sweep.execute import run_cell  # noqa: E402
+from vcast.eval.warm_server import SHARED_ENV, mismatch  # noqa: E402
 from vcast.sweep.warm_start import ENV, WARM_STARTS, warm_start_wanted  # noqa: E402
 
 
@@ -29,10 +34,15 @@ def _kept(cell: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_warm_cell_writes_what_a_cold_one_writes(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
+                                                   standing_warm_server: Optional[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forked from the session's standing server (the sweep's own server forks the same way:
+    the dead-server test below runs its cells so)."""
     monkeypatch.setenv(ENV, "1")
     spec = tiny_spec(tiny_dirs, method="vcast")
     warm = run_cell(spec, tmp_path / "warm")
+    if standing_warm_server is not None:
+        assert WARM_STARTS.server is not None and WARM_STARTS.server.address == standing_warm_server
     cold = run_cell(spec, tmp_path / "cold", env={**os.environ, ENV: "0"})  # an environment of its own: cold
     assert (warm.status, warm.warm_start) == ("ok", True), warm.log_tail
     assert (cold.status, cold.warm_start) == ("ok", False), cold.log_tail
@@ -48,6 +58,7 @@ def test_a_warm_cell_writes_what_a_cold_one_writes(tiny_dirs: dict, synth_data: 
 def test_a_timed_out_run_or_a_dead_server_costs_the_cell_no_more_than_a_cold_start(
         tiny_dirs: dict, synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "1")
+    monkeypatch.delenv(SHARED_ENV, raising=False)  # a server of its own, which the test kills
     spec = tiny_spec(tiny_dirs, method="uniform", limit=1)
     record = run_cell(spec, tmp_path / "a", timeout_s=0.5)
     assert record.status == "failed" and record.warm_start and "timed out" in record.error, record
@@ -87,3 +98,47 @@ def test_a_server_that_cannot_start_is_said_once_and_the_cells_start_cold(tmp_pa
     said = [record.getMessage() for record in caplog.records if "could not start" in record.getMessage()]
     assert len(said) == 1 and "no-python" in said[0], said
     assert starts.start(["python", "-m", "other.module"], tmp_path) is None  # only vcast.eval.run starts warm
+
+
+def test_a_standing_server_serves_only_the_sweeps_it_can(standing_warm_server: Optional[str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Another python, or a sweep in another session (whose process group its runs cannot join), is
+    told why, and the sweep starts its own server (here none can start: the cell starts cold)."""
+    from vcast.eval.warm_server import import_time_env
+    from vcast.sweep.warm_start import WarmServer, WarmStarts
+
+    if standing_warm_server is None:
+        pytest.skip("no standing server in this session")
+    monkeypatch.setenv(ENV, "1")
+    starts = WarmStarts()
+    command = [str(tmp_path / "no-python"), "-m", "vcast.eval.run", "--help"]
+    with caplog.at_level("INFO", logger="vcast.sweep"):
+        assert starts.start(command, tmp_path) is None
+    said = [record.getMessage() for record in caplog.records]
+    assert any("cannot serve this sweep: it runs " in line and "no-python" in line for line in said), said
+    assert any("could not start" in line for line in said), said  # then its own: none here
+
+    script = ("import os, sys; from vcast.eval.warm_server import import_time_env; "
+              "from vcast.sweep.warm_start import WarmServer; "
+              "print(WarmServer.connect(sys.argv[1], sys.executable, import_time_env(os.environ)).wait_ready())")
+    for new_session in (False, True):
+        done = subprocess.run([sys.executable, "-c", script, standing_warm_server], capture_output=True, text=True,
+                              timeout=120, start_new_session=new_session, env=dict(os.environ))
+        assert done.returncode == 0, done.stderr[-2000:]
+        if new_session:
+            assert "cannot join the sweep's process group" in done.stdout and "another session" in done.stdout
+        else:
+            assert done.stdout.strip() == "None", done.stdout  # served: its runs would join its group
+    server = WarmServer.connect(standing_warm_server, sys.executable, import_time_env(os.environ))
+    assert server.wait_ready() is None
+    server.close()
+
+
+def test_the_environment_a_standing_server_compares() -> None:
+    python = "/usr/bin/python3"
+    env = {"A": "1", "B": "2"}
+    assert mismatch({"python": python, "env": dict(env)}, python, env) is None
+    assert "differs from the server's in A, C" in mismatch({"python": python, "env": {"A": "0", "B": "2", "C": ""}},
+                                                            python, env)
+    assert "it runs /usr/bin/python3, the sweep /other" in mismatch({"python": "/other", "env": env}, python, env)

@@ -14,6 +14,15 @@ write end of the output pipe attached is answered with ``{"pid"}`` as the child 
 ``{"returncode"}`` (negative: the signal) when it ends. The server ends when the sweep closes the
 socket. It ignores SIGINT (a Ctrl-C reaches the child and the sweep, in the same process group);
 it never touches CUDA, and the sweep uses it only where no GPU is visible.
+
+**A standing server** for many sweeps: ``python -m vcast.eval.warm_server --listen <socket path>`` does
+the imports once, then listens on that Unix socket; a sweep whose ``VCAST_WARM_SERVER`` names it connects
+instead of starting a server of its own. Each connection gets a handler forked from the listener, which
+first reads ``{"python", "env", "pgid"}``: it serves the sweep (the protocol above, from ``{"ready"}`` on)
+only if the sweep's python is the server's, its environment equals the server's in everything an import
+may read (:func:`import_time_env`), and the handler can join the sweep's process group (so a Ctrl-C or a
+kill of that group reaches the handler and its runs, as with a sweep's own server: the sweep must be in
+the server's session); else it answers ``{"error"}``, and the sweep starts its own server.
 """
 
 from __future__ import annotations
@@ -24,11 +33,17 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from vcast.frozen_heap import freeze_heap
 
 MAX_MESSAGE = 1 << 20  # bytes: a request is a command line (a few kB)
+WARM_START_ENV = "VCAST_WARM_START"  # auto / 1 / 0 (vcast.sweep.warm_start)
+SHARED_ENV = "VCAST_WARM_SERVER"  # the socket path of a standing server (--listen)
+# Variables that change between runs without needing new imports: a change of these keeps the server
+# (pytest sets the first at every test; torch's import sets the second where it is unset, and reads it
+# only when compiling; the sweep reads the others); the run gets their current values.
+NOT_IMPORT_TIME = frozenset({"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", WARM_START_ENV, SHARED_ENV})
 # What every run imports before its first item; the families' plugins are added from the registry.
 PRELOAD = ("torch", "transformers", "lmms_eval.evaluator", "lmms_eval.loggers", "lmms_eval.models",
            "lmms_eval.tasks", "accelerate", "vcast.eval.run", "vcast.eval.resume")
@@ -48,6 +63,11 @@ def receive(sock: socket.socket) -> tuple[Optional[dict[str, Any]], list[int]]:
     if not data:
         return None, fds
     return json.loads(data.decode("utf-8")), fds
+
+
+def import_time_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as far as a server's imports may read it (all but :data:`NOT_IMPORT_TIME`)."""
+    return {key: value for key, value in environ.items() if key not in NOT_IMPORT_TIME}
 
 
 def preload() -> None:
@@ -92,17 +112,9 @@ def become_run(request: dict[str, Any], pipe: int) -> int:
     return main(request["args"])
 
 
-def start(fd: int) -> int:
-    sock = socket.socket(fileno=fd)
-    try:
-        preload()
-    except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
-        send(sock, {"error": f"{type(error).__name__}: {error}"})
-        return 1
-    freeze_heap()  # each child forks from a heap the cycle collector no longer walks (vcast.frozen_heap)
-    sys.stdout.flush()  # what an import printed must not reach every child's log
-    sys.stderr.flush()
-    send(sock, {"ready": True})
+def _served_run(sock: socket.socket) -> int:
+    """Serve the sweep on ``sock``: 0 in this process once the sweep has gone, the run's exit code
+    in each forked child."""
     try:
         child = serve(sock)
     except (OSError, ValueError):  # the sweep went away mid-message
@@ -114,6 +126,90 @@ def start(fd: int) -> int:
     return status
 
 
+def start(fd: int) -> int:
+    sock = socket.socket(fileno=fd)
+    try:
+        preload()
+    except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
+        send(sock, {"error": f"{type(error).__name__}: {error}"})
+        return 1
+    freeze_heap()  # each child forks from a heap the cycle collector no longer walks (vcast.frozen_heap)
+    sys.stdout.flush()  # what an import printed must not reach every child's log
+    sys.stderr.flush()
+    send(sock, {"ready": True})
+    return _served_run(sock)
+
+
+def mismatch(hello: Mapping[str, Any], python: str, env: Mapping[str, str]) -> Optional[str]:
+    """Why a standing server (``python``, import-time ``env``) cannot serve the sweep that sent
+    ``hello``, or None."""
+    if hello.get("python") != python:
+        return f"it runs {python}, the sweep {hello.get('python')}"
+    theirs = hello.get("env") or {}
+    differing = sorted(key for key in set(env) | set(theirs) if env.get(key) != theirs.get(key))
+    if differing:
+        shown = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
+        return f"the sweep's environment differs from the server's in {shown}"
+    return None
+
+
+def _handle(sock: socket.socket, env: Mapping[str, str]) -> int:
+    """A standing server's handler of one sweep (module docstring), in a child of the listener."""
+    try:
+        hello, _ = receive(sock)
+        if hello is None:
+            return 0
+        problem = mismatch(hello, sys.executable, env)
+        if problem is None:
+            try:
+                os.setpgid(0, int(hello["pgid"]))
+            except OSError as error:
+                problem = (f"its runs cannot join the sweep's process group {hello['pgid']} ({error.strerror}: "
+                           "the sweep runs in another session)")
+        if problem is not None:
+            send(sock, {"error": problem})
+            return 0
+        send(sock, {"ready": True})
+    except (OSError, ValueError):  # the sweep went away mid-message
+        return 0
+    return _served_run(sock)
+
+
+def listen(path: str) -> int:
+    """A standing server on the Unix socket ``path`` (module docstring): bound once the imports are
+    done, so that a sweep finds it only when it can serve; ends on SIGTERM, removing ``path``."""
+    env = import_time_env(os.environ)  # what the imports read (some of them add to os.environ)
+    try:
+        preload()
+    except BaseException as error:  # noqa: BLE001
+        sys.stderr.write(f"warm server: the imports failed: {type(error).__name__}: {error}\n")
+        return 1
+    freeze_heap()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(16)
+    me = os.getpid()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps each handler when it ends
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while True:
+            sock, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the handler waits for its runs itself
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                return _handle(sock, env)
+            sock.close()
+    finally:
+        if os.getpid() == me:
+            listener.close()
+            os.unlink(path)
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # before the imports: a Ctrl-C is the cell's and the sweep's
+    if sys.argv[1:2] == ["--listen"] and len(sys.argv) == 3:
+        raise SystemExit(listen(sys.argv[2]))
     raise SystemExit(start(int(sys.argv[1])))

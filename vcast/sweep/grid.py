@@ -77,16 +77,17 @@ def experiment_of(cfg: DictConfig, choices: Optional[Mapping[str, Any]] = None) 
     return cfg.get("experiment_name") or choices.get("experiment") or "adhoc"
 
 
-def distinct_jobs(grid_points: Sequence[Sequence[str]]) -> list[GridJob]:
+def distinct_jobs(grid_points: Sequence[Sequence[str]], composer: Optional["PointComposer"] = None) -> list[GridJob]:
     """One job per distinct cell of ``grid_points`` (each one's overrides, in Hydra's order), numbered
     from 0 in that order: the first grid point that names a cell stands for the others (a method with
     a fixed ratio, vanilla, names one ``r1`` cell at every ratio of the grid), so job ``i`` is SLURM's
-    array task ``i`` and no two jobs run one cell. An invalid grid point is a job of its own."""
+    array task ``i`` and no two jobs run one cell. An invalid grid point is a job of its own.
+    ``composer``: one whose compositions the caller reuses afterwards (a new one by default)."""
     from vcast.sweep.spec import spec_from_config
 
     jobs: list[GridJob] = []
     seen: set[str] = set()
-    composer = PointComposer()
+    composer = composer or PointComposer()
     for overrides in grid_points:
         num = len(jobs)
         try:

@@ -13,6 +13,12 @@ imports, and a forked child must not inherit a CUDA context (the server never to
 only checked on CPU here). ``1`` always, ``0`` never. A cell with its own environment or several
 processes (``accelerate launch``) always starts cold, and so does every cell when the server cannot
 start (said once in the log): warm start only saves time, it never fails a cell.
+
+``VCAST_WARM_SERVER=<socket path>``: use the standing server listening there
+(``python -m vcast.eval.warm_server --listen <path>``) instead of starting one, where it can serve this
+sweep (same python, same environment as far as imports read it, same session); else, said once in the
+log, the sweep starts its own. Many small sweeps on one CPU machine (the test suite's) then pay the
+imports once.
 """
 
 from __future__ import annotations
@@ -26,18 +32,15 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
-from vcast.eval.warm_server import receive, send
+from vcast.eval.warm_server import SHARED_ENV, WARM_START_ENV, import_time_env, receive, send
 
 logger = logging.getLogger("vcast.sweep")
 
-ENV = "VCAST_WARM_START"
+ENV = WARM_START_ENV
 RUN_MODULE = "vcast.eval.run"
 READY_TIMEOUT_S = 600.0  # the server's imports (8-10 s on 2 cores; minutes on a loaded shared disk)
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's and AMD ROCm's device nodes
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-# Variables that change between runs without needing new imports: a change of these keeps the server
-# (pytest sets the first at every test; the sweep reads the second); the run gets their current values.
-NOT_IMPORT_TIME = frozenset({"PYTEST_CURRENT_TEST", ENV})
 
 
 def warm_start_wanted() -> bool:
@@ -98,25 +101,47 @@ class WarmChild:
 
 
 class WarmServer:
-    """One :mod:`vcast.eval.warm_server` process (``python`` with ``env``, which it serves: see
-    :data:`NOT_IMPORT_TIME`), spoken to over a socket pair."""
+    """A :mod:`vcast.eval.warm_server` serving this sweep (``python`` with ``env``, as far as imports read
+    it): its own (:meth:`start`, over a socket pair; ``process``) or a standing one's handler
+    (:meth:`connect`; ``address``)."""
 
-    def __init__(self, python: str, env: dict[str, str]) -> None:
+    def __init__(self, python: str, env: dict[str, str], sock: socket.socket,
+                 process: Optional[subprocess.Popen] = None, address: Optional[str] = None) -> None:
         self.python = python
         self.env = dict(env)
+        self.sock = sock
+        self.process = process
+        self.address = address
+        self.alive = True
+
+    @classmethod
+    def start(cls, python: str, env: dict[str, str]) -> "WarmServer":
+        """A new server process, ``python`` in ``env``."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # Same process group as the sweep: a Ctrl-C or a kill of the group reaches the runs it forks.
-            self.process = subprocess.Popen([python, "-m", "vcast.eval.warm_server", str(theirs.fileno())],
-                                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+            process = subprocess.Popen([python, "-m", "vcast.eval.warm_server", str(theirs.fileno())],
+                                       pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
-        self.sock = ours
-        self.alive = True
+        return cls(python, env, ours, process=process)
+
+    @classmethod
+    def connect(cls, address: str, python: str, env: dict[str, str]) -> "WarmServer":
+        """A handler of the standing server at ``address``, asked to serve this sweep (whose runs it
+        forks into this process's group)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(address)
+            send(sock, {"python": python, "env": env, "pgid": os.getpgrp()})
+        except BaseException:
+            sock.close()
+            raise
+        return cls(python, env, sock, address=address)
 
     def wait_ready(self) -> Optional[str]:
         """None once the server's imports are done; else why it cannot serve (it is then closed)."""
@@ -130,7 +155,8 @@ class WarmServer:
         if message is not None and message.get("ready"):
             return None
         self.close()
-        return (message or {}).get("error") or f"it exited with code {self.process.poll()}"
+        gone = "it closed the connection" if self.process is None else f"it exited with code {self.process.poll()}"
+        return (message or {}).get("error") or gone
 
     def next_message(self, timeout: Optional[float]) -> Optional[dict[str, Any]]:
         """The server's next message (None: it is gone); ``socket.timeout`` after ``timeout`` s."""
@@ -163,11 +189,6 @@ class WarmServer:
         self.sock.close()  # the server ends when it sees the socket closed
 
 
-def _import_time_env() -> dict[str, str]:
-    """This process's environment as far as the server's imports may read it."""
-    return {key: value for key, value in os.environ.items() if key not in NOT_IMPORT_TIME}
-
-
 def _run_module_file() -> str:
     import vcast.eval.run
 
@@ -175,19 +196,21 @@ def _run_module_file() -> str:
 
 
 class WarmStarts:
-    """This process's warm server, started with the first warm cell and kept while the environment
-    stays the same (a changed environment gets a new one); once it cannot start, cells start cold."""
+    """This process's warm server (the standing one of ``VCAST_WARM_SERVER`` where it can serve, else
+    its own), found or started with the first warm cell and kept while the environment stays the same
+    (a changed environment gets a new one); once none can start, cells start cold."""
 
     def __init__(self) -> None:
         self.server: Optional[WarmServer] = None
         self.refused: Optional[tuple[str, dict[str, str]]] = None  # (python, env) whose server failed
+        self.shared_refused: Optional[tuple[str, str, dict[str, str]]] = None  # (address, python, env)
 
     def start(self, command: list[str], cwd: Path) -> Optional[WarmChild]:
         """``command`` (``python -m vcast.eval.run ...``) forked from the server in ``cwd``; None when
         it is to start cold (another command, warm start off, or no server)."""
         if len(command) < 3 or command[1:3] != ["-m", RUN_MODULE] or not warm_start_wanted():
             return None
-        server = self._server(command[0], _import_time_env())
+        server = self._server(command[0], import_time_env(os.environ))
         if server is None:
             return None
         read, write = os.pipe()
@@ -204,16 +227,18 @@ class WarmStarts:
         return WarmChild(server, pid, os.fdopen(read, "rb"), command)
 
     def _server(self, python: str, env: dict[str, str]) -> Optional[WarmServer]:
-        if self.server is not None and self.server.alive and (self.server.python, self.server.env) == (python, env):
-            return self.server
-        if self.refused == (python, env):
-            return None
+        server = self.server
+        if (server is not None and server.alive and (server.python, server.env) == (python, env)
+                and server.address in (None, os.environ.get(SHARED_ENV, "").strip())):
+            return server  # its own server, or the standing one VCAST_WARM_SERVER still names
         if self.server is not None:
             self.server.close()
-        self.server = None
+        self.server = self._shared(python, env)
+        if self.server is not None or self.refused == (python, env):
+            return self.server
         started = time.perf_counter()
         try:
-            server = WarmServer(python, env)
+            server = WarmServer.start(python, env)
         except OSError as error:  # no process to be had (out of memory, process limit)
             problem: Optional[str] = f"{type(error).__name__}: {error}"
         else:
@@ -227,6 +252,27 @@ class WarmStarts:
                     "each one-process cell is forked from it (%s=0: a new process each)",
                     time.perf_counter() - started, server.process.pid, ENV)
         self.server = server
+        return server
+
+    def _shared(self, python: str, env: dict[str, str]) -> Optional[WarmServer]:
+        """The standing server of ``VCAST_WARM_SERVER``, serving this sweep; None where there is none
+        or it cannot serve this sweep (said once)."""
+        address = os.environ.get(SHARED_ENV, "").strip()
+        if not address or self.shared_refused == (address, python, env):
+            return None
+        try:
+            server = WarmServer.connect(address, python, env)
+        except OSError as error:  # no server there (yet), or it went away
+            problem: Optional[str] = f"{type(error).__name__}: {error}"
+        else:
+            problem = server.wait_ready()
+        if problem is not None:
+            self.shared_refused = (address, python, env)
+            logger.info("the standing warm-start server %s (%s) cannot serve this sweep: %s; it starts its own",
+                        address, SHARED_ENV, problem)
+            return None
+        logger.info("warm start: each one-process cell is forked from the standing server %s (%s)",
+                    address, SHARED_ENV)
         return server
 
 
