@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ pytest.importorskip("lmms_eval")
 from tests.test_sweep import tiny_spec  # noqa: E402
 from tests.support.cell_files import read_cell  # noqa: E402
 from vcast.sweep.execute import run_cell  # noqa: E402
-from vcast.eval.warm_server import SHARED_ENV, mismatch  # noqa: E402
+from vcast.eval.warm_server import mismatch  # noqa: E402
 from vcast.sweep.warm_start import ENV, WARM_STARTS, warm_start_wanted  # noqa: E402
 
 
@@ -57,18 +58,21 @@ def test_a_warm_cell_writes_what_a_cold_one_writes(tiny_dirs: dict, synth_data: 
 @pytest.mark.slow
 def test_a_timed_out_run_or_a_dead_server_costs_the_cell_no_more_than_a_cold_start(
         tiny_dirs: dict, synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the session's standing server, its handler of this process is what dies (a sweep's own
+    server: the server)."""
     monkeypatch.setenv(ENV, "1")
-    monkeypatch.delenv(SHARED_ENV, raising=False)  # a server of its own, which the test kills
     spec = tiny_spec(tiny_dirs, method="uniform", limit=1)
     record = run_cell(spec, tmp_path / "a", timeout_s=0.5)
     assert record.status == "failed" and record.warm_start and "timed out" in record.error, record
     server = WARM_STARTS.server
-    assert server is not None and server.alive and server.process.poll() is None  # the server outlived its run
+    assert server is not None and server.alive and server.pid is not None
+    os.kill(server.pid, 0)  # the server outlived its run
     again = run_cell(spec, tmp_path / "a")
     assert (again.status, again.warm_start) == ("ok", True), again.log_tail
     assert WARM_STARTS.server is server
-    server.process.kill()  # killed between two cells (out of memory, a stray kill)
-    server.process.wait()
+    os.kill(server.pid, signal.SIGKILL)  # killed between two cells (out of memory, a stray kill)
+    if server.process is not None:
+        server.process.wait()
     cold = run_cell(spec, tmp_path / "b")
     assert (cold.status, cold.warm_start) == ("ok", False), cold.log_tail
     warm = run_cell(spec, tmp_path / "c")  # the next cell gets a new server
@@ -135,10 +139,16 @@ def test_a_standing_server_serves_only_the_sweeps_it_can(standing_warm_server: O
     server.close()
 
 
-def test_the_environment_a_standing_server_compares() -> None:
+def test_the_environment_a_server_compares() -> None:
+    """Equal, or differing only where the server's imports set a variable (either value is the same
+    environment); another value or another python is named."""
     python = "/usr/bin/python3"
-    env = {"A": "1", "B": "2"}
-    assert mismatch({"python": python, "env": dict(env)}, python, env) is None
-    assert "differs from the server's in A, C" in mismatch({"python": python, "env": {"A": "0", "B": "2", "C": ""}},
-                                                            python, env)
-    assert "it runs /usr/bin/python3, the sweep /other" in mismatch({"python": "/other", "env": env}, python, env)
+    before, after = {"A": "1", "B": "2"}, {"A": "1", "B": "2", "SET_BY_AN_IMPORT": "x"}
+    for theirs in (before, after):
+        assert mismatch({"python": python, "env": dict(theirs)}, python, before, after) is None
+    assert "differs from the server's in A, C" in mismatch(
+        {"python": python, "env": {"A": "0", "B": "2", "C": ""}}, python, before, after)
+    assert "in SET_BY_AN_IMPORT" in mismatch({"python": python, "env": {**after, "SET_BY_AN_IMPORT": "y"}},
+                                             python, before, after)
+    assert "it runs /usr/bin/python3, the sweep /other" in mismatch({"python": "/other", "env": before},
+                                                                    python, before, after)

@@ -8,7 +8,7 @@ pipe it is handed, SIGINT's disposition) and runs :func:`vcast.eval.run.main`, s
 one run reaches another (each is a fresh copy of the server, which never runs one itself).
 
 Protocol (a ``SOCK_SEQPACKET`` Unix socket pair with the sweep, :mod:`vcast.sweep.warm_start`): the
-server sends ``{"ready": true}`` once its imports are done (or ``{"error": ...}`` and exits); then,
+server sends ``{"ready": true, "pid"}`` once its imports are done (or ``{"error": ...}`` and exits); then,
 one run at a time, a request ``{"args", "cwd", "env", "argv0", "orig_argv", "sigint_ignored"}`` with the
 write end of the output pipe attached is answered with ``{"pid"}`` as the child starts and
 ``{"returncode"}`` (negative: the signal) when it ends. The server ends when the sweep closes the
@@ -41,9 +41,8 @@ MAX_MESSAGE = 1 << 20  # bytes: a request is a command line (a few kB)
 WARM_START_ENV = "VCAST_WARM_START"  # auto / 1 / 0 (vcast.sweep.warm_start)
 SHARED_ENV = "VCAST_WARM_SERVER"  # the socket path of a standing server (--listen)
 # Variables that change between runs without needing new imports: a change of these keeps the server
-# (pytest sets the first at every test; torch's import sets the second where it is unset, and reads it
-# only when compiling; the sweep reads the others); the run gets their current values.
-NOT_IMPORT_TIME = frozenset({"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", WARM_START_ENV, SHARED_ENV})
+# (pytest sets the first at every test; the sweep reads the others); the run gets their current values.
+NOT_IMPORT_TIME = frozenset({"PYTEST_CURRENT_TEST", WARM_START_ENV, SHARED_ENV})
 # What every run imports before its first item; the families' plugins are added from the registry.
 PRELOAD = ("torch", "transformers", "lmms_eval.evaluator", "lmms_eval.loggers", "lmms_eval.models",
            "lmms_eval.tasks", "accelerate", "vcast.eval.run", "vcast.eval.resume")
@@ -68,6 +67,25 @@ def receive(sock: socket.socket) -> tuple[Optional[dict[str, Any]], list[int]]:
 def import_time_env(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` as far as a server's imports may read it (all but :data:`NOT_IMPORT_TIME`)."""
     return {key: value for key, value in environ.items() if key not in NOT_IMPORT_TIME}
+
+
+def env_problem(theirs: Mapping[str, str], before: Mapping[str, str], after: Mapping[str, str]) -> Optional[str]:
+    """Why a sweep's import-time environment ``theirs`` is not the one a server imported in, or None.
+    The server's imports ran in ``before`` and left ``after``: some imports set a variable where it is
+    unset (torch's ``TORCHINDUCTOR_CACHE_DIR``, scikit-learn's ``KMP_DUPLICATE_LIB_OK``), which a
+    sweep that made the same imports has too; either value is the same environment."""
+    differing = sorted(key for key in set(theirs) | set(before) | set(after)
+                       if theirs.get(key) not in (before.get(key), after.get(key)))
+    if not differing:
+        return None
+    shown = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
+    return f"the sweep's environment differs from the server's in {shown}"
+
+
+def ready(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, Any]:
+    """The message a server sends once its imports, run in ``before`` and leaving ``after``, are done
+    (with the pid of the process that forks the sweep's runs)."""
+    return {"ready": True, "pid": os.getpid(), "env_before": dict(before), "env_after": dict(after)}
 
 
 def preload() -> None:
@@ -128,6 +146,7 @@ def _served_run(sock: socket.socket) -> int:
 
 def start(fd: int) -> int:
     sock = socket.socket(fileno=fd)
+    before = import_time_env(os.environ)
     try:
         preload()
     except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
@@ -136,30 +155,26 @@ def start(fd: int) -> int:
     freeze_heap()  # each child forks from a heap the cycle collector no longer walks (vcast.frozen_heap)
     sys.stdout.flush()  # what an import printed must not reach every child's log
     sys.stderr.flush()
-    send(sock, {"ready": True})
+    send(sock, ready(before, import_time_env(os.environ)))
     return _served_run(sock)
 
 
-def mismatch(hello: Mapping[str, Any], python: str, env: Mapping[str, str]) -> Optional[str]:
-    """Why a standing server (``python``, import-time ``env``) cannot serve the sweep that sent
-    ``hello``, or None."""
+def mismatch(hello: Mapping[str, Any], python: str, before: Mapping[str, str],
+             after: Mapping[str, str]) -> Optional[str]:
+    """Why a standing server (``python``, its imports run in ``before``, leaving ``after``) cannot serve
+    the sweep that sent ``hello``, or None."""
     if hello.get("python") != python:
         return f"it runs {python}, the sweep {hello.get('python')}"
-    theirs = hello.get("env") or {}
-    differing = sorted(key for key in set(env) | set(theirs) if env.get(key) != theirs.get(key))
-    if differing:
-        shown = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
-        return f"the sweep's environment differs from the server's in {shown}"
-    return None
+    return env_problem(hello.get("env") or {}, before, after)
 
 
-def _handle(sock: socket.socket, env: Mapping[str, str]) -> int:
+def _handle(sock: socket.socket, before: Mapping[str, str], after: Mapping[str, str]) -> int:
     """A standing server's handler of one sweep (module docstring), in a child of the listener."""
     try:
         hello, _ = receive(sock)
         if hello is None:
             return 0
-        problem = mismatch(hello, sys.executable, env)
+        problem = mismatch(hello, sys.executable, before, after)
         if problem is None:
             try:
                 os.setpgid(0, int(hello["pgid"]))
@@ -169,7 +184,7 @@ def _handle(sock: socket.socket, env: Mapping[str, str]) -> int:
         if problem is not None:
             send(sock, {"error": problem})
             return 0
-        send(sock, {"ready": True})
+        send(sock, ready(before, after))
     except (OSError, ValueError):  # the sweep went away mid-message
         return 0
     return _served_run(sock)
@@ -178,7 +193,7 @@ def _handle(sock: socket.socket, env: Mapping[str, str]) -> int:
 def listen(path: str) -> int:
     """A standing server on the Unix socket ``path`` (module docstring): bound once the imports are
     done, so that a sweep finds it only when it can serve; ends on SIGTERM, removing ``path``."""
-    env = import_time_env(os.environ)  # what the imports read (some of them add to os.environ)
+    before = import_time_env(os.environ)  # what the imports read (some of them add to os.environ)
     try:
         preload()
     except BaseException as error:  # noqa: BLE001
@@ -187,6 +202,7 @@ def listen(path: str) -> int:
     freeze_heap()
     sys.stdout.flush()
     sys.stderr.flush()
+    after = import_time_env(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(16)
@@ -200,7 +216,7 @@ def listen(path: str) -> int:
                 listener.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the handler waits for its runs itself
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                return _handle(sock, env)
+                return _handle(sock, before, after)
             sock.close()
     finally:
         if os.getpid() == me:

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
-from vcast.eval.warm_server import SHARED_ENV, WARM_START_ENV, import_time_env, receive, send
+from vcast.eval.warm_server import SHARED_ENV, WARM_START_ENV, env_problem, import_time_env, receive, send
 
 logger = logging.getLogger("vcast.sweep")
 
@@ -108,10 +108,12 @@ class WarmServer:
     def __init__(self, python: str, env: dict[str, str], sock: socket.socket,
                  process: Optional[subprocess.Popen] = None, address: Optional[str] = None) -> None:
         self.python = python
-        self.env = dict(env)
+        self.env = dict(env)  # the environment its imports ran in (a standing server's: from its ready message)
+        self.env_after = dict(env)  # and what they left (some imports set variables)
         self.sock = sock
         self.process = process
         self.address = address
+        self.pid: Optional[int] = None  # of the process that forks the runs (its own server, or the handler)
         self.alive = True
 
     @classmethod
@@ -153,10 +155,17 @@ class WarmServer:
             self.close()
             raise
         if message is not None and message.get("ready"):
+            self.pid = message.get("pid")
+            self.env = dict(message.get("env_before", self.env))
+            self.env_after = dict(message.get("env_after", self.env))
             return None
         self.close()
         gone = "it closed the connection" if self.process is None else f"it exited with code {self.process.poll()}"
         return (message or {}).get("error") or gone
+
+    def serves(self, python: str, env: dict[str, str]) -> bool:
+        """Whether its runs are what ``python`` in ``env`` (import-time) would run (:func:`env_problem`)."""
+        return python == self.python and env_problem(env, self.env, self.env_after) is None
 
     def next_message(self, timeout: Optional[float]) -> Optional[dict[str, Any]]:
         """The server's next message (None: it is gone); ``socket.timeout`` after ``timeout`` s."""
@@ -228,7 +237,7 @@ class WarmStarts:
 
     def _server(self, python: str, env: dict[str, str]) -> Optional[WarmServer]:
         server = self.server
-        if (server is not None and server.alive and (server.python, server.env) == (python, env)
+        if (server is not None and server.alive and server.serves(python, env)
                 and server.address in (None, os.environ.get(SHARED_ENV, "").strip())):
             return server  # its own server, or the standing one VCAST_WARM_SERVER still names
         if self.server is not None:
