@@ -19,6 +19,9 @@ import torch
 # runs, so that every process a test starts, and the standing warm-start server below, see the same.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# scikit-learn's import (through threadpoolctl) sets this in whichever process imports it, which some tests
+# do: set from the start, the workers, the sweeps they start and their standing warm server agree on it.
+os.environ.setdefault("KMP_DUPLICATE_LIB_OK", "True")
 
 # pytest-xdist runs one worker per core: each worker, and every process it starts (a sweep's lmms-eval
 # cells), computes on one thread. With torch's default (one thread per core in every process) the

@@ -315,7 +315,7 @@ def test_killed_sweep_rerun_completes_only_the_missing_cells(tiny_dirs: dict, sy
                                                              tmp_path: Path) -> None:
     results = tmp_path / "results"
     grid = ["task=vcast_synth", "method=vanilla,vcast", "ratio=0.25,0.5", "-m"]  # 3 cells (vanilla once)
-    first = sweep(grid, results, tiny_dirs, start_new_session=True)
+    first = sweep(grid, results, tiny_dirs, process_group=0)  # a group of its own, which its runs join
     cells = results / "adhoc" / "tiny_qwen3vl" / "8f"
     deadline = time.monotonic() + 600
     while not list(cells.glob("*/*/vcast_synth/DONE")):

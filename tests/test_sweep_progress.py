@@ -237,7 +237,7 @@ def _interrupt_sweep(args: list[str], markers: Sequence[str], stderr_path: Path,
         process = subprocess.Popen([sys.executable, "-m", "vcast.sweep", *args, *([PAUSING] if pause else []), "-m"],
                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
                                    env={**os.environ, "HF_HUB_OFFLINE": "1", **(pause or {})},
-                                   start_new_session=True, preexec_fn=preexec)
+                                   process_group=0, preexec_fn=preexec)  # its own group, as a shell's job
         for line in process.stdout:
             lines.append(line)
             if left and left[0] in line:
