@@ -19,8 +19,8 @@ it never touches CUDA, and the sweep uses it only where no GPU is visible.
 the imports once, then listens on that Unix socket; a sweep whose ``VCAST_WARM_SERVER`` names it connects
 instead of starting a server of its own. Each connection gets a handler forked from the listener, which
 first reads ``{"python", "env", "pgid"}``: it serves the sweep (the protocol above, from ``{"ready"}`` on)
-only if the sweep's python is the server's, its environment equals the server's in everything an import
-may read (:func:`import_time_env`), and the handler can join the sweep's process group (so a Ctrl-C or a
+only if the sweep's python is the server's, its environment is the server's as far as imports read it
+(:func:`env_problem`), and the handler can join the sweep's process group (so a Ctrl-C or a
 kill of that group reaches the handler and its runs, as with a sweep's own server: the sweep must be in
 the server's session); else it answers ``{"error"}``, and the sweep starts its own server.
 """
@@ -204,7 +204,11 @@ def listen(path: str) -> int:
     sys.stderr.flush()
     after = import_time_env(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
+    umask = os.umask(0o177)  # only its owner may connect: a connection runs commands as the owner
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(umask)
     listener.listen(16)
     me = os.getpid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps each handler when it ends
