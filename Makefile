@@ -1,7 +1,8 @@
 # make test   -- install into .venv (and .venv-vllm beside it) if needed, then run the test suite (what CI
 #                runs: make test-main) beside the tests on the SLURM test cluster (make test-slurm: a cell
-#                finished over requeues, a few minutes, and the job arrays) and the docs' shell examples in a
-#                fresh copy of the repository (make test-docs); then the vLLM equality test (make test-vllm)
+#                finished over requeues, a few minutes, and the job arrays); then, side by side, the vLLM
+#                equality test (make test-vllm) and the docs' shell examples in a fresh copy of the
+#                repository (make test-docs)
 # make demo   -- install into .venv if needed, then run the synthetic benchmark's 300 held-out items on the
 #                trained demo model (checkpoints/demo_qwen3_vl) through lmms-eval (the 10 cells of
 #                configs/experiment/demo.yaml at r = 0.25: a few minutes), print the cells' status, write
@@ -85,19 +86,17 @@ $(STAMP): pyproject.toml constraints.txt
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
 # The environments are built side by side (the main one, then SLURM's and Chromium's packages, beside vLLM's).
-# Then the main run, and beside it the tests on the SLURM cluster (most of their minutes wait on SLURM's
-# scheduling ticks: the requeue test, the launcher's job array) and the docs' examples in a fresh copy of the
-# repository (one process at a time); their output goes to $(SLURM_LOG) and $(DOCS_LOG) and is printed once
-# all three have ended. Then the vLLM tests on their own: beside other work their engines' busy waiting slowed both.
+# The tests on the SLURM cluster spend most of their minutes waiting on SLURM's scheduling ticks (the requeue
+# test, the launcher's job array), so they run beside the main run, which keeps both cores busy; their output
+# goes to $(SLURM_LOG) and is printed once both have ended. Then the vLLM tests and the docs' examples in a
+# fresh copy of the repository, side by side (make's --output-sync prints each target's output whole when it ends).
 SLURM_LOG := $(VENV)/test-slurm.log
-DOCS_LOG := $(VENV)/test-docs.log
 test:
 	$(MAKE) -j2 --output-sync=target $(CHROMIUM_STAMP) $(VLLM_EVAL_STAMP)
-	rm -f $(SLURM_LOG) $(DOCS_LOG)
-	$(MAKE) -j3 test-main test-slurm test-docs SLURM_OUT=$(SLURM_LOG) DOCS_OUT=$(DOCS_LOG) \
-		|| { cat $(SLURM_LOG) $(DOCS_LOG) 2>/dev/null; exit 1; }
-	cat $(SLURM_LOG) $(DOCS_LOG)
-	$(MAKE) test-vllm
+	rm -f $(SLURM_LOG)
+	$(MAKE) -j2 test-main test-slurm SLURM_OUT=$(SLURM_LOG) || { cat $(SLURM_LOG) 2>/dev/null; exit 1; }
+	cat $(SLURM_LOG)
+	$(MAKE) -j2 --output-sync=target test-vllm test-docs
 
 # The main run: every test but the SLURM cluster's and the docs' examples.
 test-main: $(STAMP)
@@ -112,9 +111,8 @@ test-slurm: $(STAMP) $(SLURM_STAMP)
 
 # Every shell example of the README and docs/ in a fresh copy of the repository (tracked files only: no
 # checkpoints, data or results built), as written (tests/test_docs.py, marker fresh_clone).
-# DOCS_OUT=<file>: the output goes there instead (make test prints it after the main run).
 test-docs: $(STAMP)
-	$(BIN)/python -m pytest tests/test_docs.py -m fresh_clone -v $(if $(DOCS_OUT),> $(DOCS_OUT) 2>&1)
+	$(BIN)/python -m pytest tests/test_docs.py -m fresh_clone -v
 
 # A cell longer than its SLURM job's time limit, finished over requeues on the test cluster
 # (tests/test_slurm_requeue.py: a few minutes of mostly waiting, so on its own, after the main run).

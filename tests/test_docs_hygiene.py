@@ -44,6 +44,8 @@ MACHINE = re.compile(r"\b\d+-core\b|\b\d+ (?:CPU )?cores?\b|\b(?:H100|H200|A100|
 # stated, to compare rows with each other (not a promise of how long your run takes); and
 # settings that are not measurements.
 RECORDS = {
+    ("docs/development.md", "Stages beside the main run, measured later that night"):
+        "single fresh-clone runs of each arrangement on 2 CPU cores, stated as such, with the hour's drift",
     ("docs/development.md", "Where the work goes, measured again later that day"):
         "CPU logs of two main runs and single runs of the three stages alone, on 2 CPU cores, stated",
     ("docs/vllm.md", "**Pruning pays at every load here.**"):
