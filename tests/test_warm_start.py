@@ -37,8 +37,8 @@ def _kept(cell: Path) -> list[dict]:
 def test_a_warm_cell_writes_what_a_cold_one_writes(tiny_dirs: dict, synth_data: Path, tmp_path: Path,
                                                    standing_warm_server: Optional[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forked from the session's standing server (the sweep's own server forks the same way:
-    the dead-server test below runs its cells so)."""
+    """Forked from the session's standing server where there is one (a sweep's own server forks each
+    run by the same code, ``vcast.eval.warm_server.become_run``)."""
     monkeypatch.setenv(ENV, "1")
     spec = tiny_spec(tiny_dirs, method="vcast")
     warm = run_cell(spec, tmp_path / "warm")

@@ -144,18 +144,25 @@ def _served_run(sock: socket.socket) -> int:
     return status
 
 
-def start(fd: int) -> int:
-    sock = socket.socket(fileno=fd)
+def _imported() -> tuple[dict[str, str], dict[str, str]]:
+    """The imports every run makes, done once: the import-time environment they ran in and the one they
+    left (some of them add to os.environ). Raises what an import raised."""
     before = import_time_env(os.environ)
-    try:
-        preload()
-    except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
-        send(sock, {"error": f"{type(error).__name__}: {error}"})
-        return 1
+    preload()
     freeze_heap()  # each child forks from a heap the cycle collector no longer walks (vcast.frozen_heap)
     sys.stdout.flush()  # what an import printed must not reach every child's log
     sys.stderr.flush()
-    send(sock, ready(before, import_time_env(os.environ)))
+    return before, import_time_env(os.environ)
+
+
+def start(fd: int) -> int:
+    sock = socket.socket(fileno=fd)
+    try:
+        before, after = _imported()
+    except BaseException as error:  # noqa: BLE001 - told to the sweep, which starts its runs cold instead
+        send(sock, {"error": f"{type(error).__name__}: {error}"})
+        return 1
+    send(sock, ready(before, after))
     return _served_run(sock)
 
 
@@ -193,16 +200,11 @@ def _handle(sock: socket.socket, before: Mapping[str, str], after: Mapping[str, 
 def listen(path: str) -> int:
     """A standing server on the Unix socket ``path`` (module docstring): bound once the imports are
     done, so that a sweep finds it only when it can serve; ends on SIGTERM, removing ``path``."""
-    before = import_time_env(os.environ)  # what the imports read (some of them add to os.environ)
     try:
-        preload()
+        before, after = _imported()
     except BaseException as error:  # noqa: BLE001
         sys.stderr.write(f"warm server: the imports failed: {type(error).__name__}: {error}\n")
         return 1
-    freeze_heap()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    after = import_time_env(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     umask = os.umask(0o177)  # only its owner may connect: a connection runs commands as the owner
     try:
