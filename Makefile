@@ -159,12 +159,13 @@ $(VLLM_EVAL_STAMP): $(VLLM_STAMP) constraints.txt
 	touch $(VLLM_EVAL_STAMP)
 
 # The vLLM equality tests (tests/test_vllm_equality.py, and tests/test_vllm_chunked.py under chunked prefill and
-# prefix caching) under the vLLM environment's python, two workers (each engine keeps about one core busy).
+# prefix caching, 16 requests in flight included) and the server's bad-request test (tests/test_vllm_serve.py)
+# under the vLLM environment's python, two workers (each engine keeps about one core busy).
 # (After VLLM_EVAL_STAMP's definition: make expands a rule's prerequisites when it reads the rule.)
 # With the harness installed there too (setup-vllm-eval), so the cell-level tests (a vcast_vllm cell's kept-token
 # records equal to the HF plugin's) run as well.
 test-vllm: $(VLLM_STAMP) $(VLLM_EVAL_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py tests/test_vllm_chunked.py -n 2 --dist load -v
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_equality.py tests/test_vllm_chunked.py tests/test_vllm_serve.py -n 2 --dist load -v
 
 $(CHECKPOINTS)/tiny_qwen3_vl_vllm/config.json: | $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m vcast.vllm.tiny_checkpoints --out $(CHECKPOINTS)/tiny_qwen3_vl_vllm --overwrite

@@ -23,16 +23,13 @@ import argparse
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from vcast.atomic_files import atomic_write_text
-from vcast.ports import free_port
 from vcast.vllm.serve_load import (
     CACHED_PROMPT_TOKENS,
     CONCURRENCY,
@@ -43,13 +40,12 @@ from vcast.vllm.serve_load import (
     markdown_table,
     metric_total,
     plot,
-    serve_flags,
     stock_evs_kwargs,
     write_csv,
 )
+from vcast.vllm.server import running_server
 
 logger = logging.getLogger("bench_serve")
-READY_TIMEOUT_S = 600.0
 
 
 def engine_kwargs(config: str, model_dir: str, ratio: float, cpu: bool) -> dict[str, Any]:
@@ -63,49 +59,18 @@ def engine_kwargs(config: str, model_dir: str, ratio: float, cpu: bool) -> dict[
     return vcast.vllm.engine_kwargs(model_dir, "vcast", ratio, cpu=cpu)
 
 
-@contextlib.contextmanager
-def server(model_dir: str, config: str, args: argparse.Namespace, cpu: bool, log_path: Path) -> Iterator[str]:
+def server(model_dir: str, config: str, args: argparse.Namespace, cpu: bool,
+           log_path: Path) -> contextlib.AbstractContextManager[str]:
     """The server of ``config`` on a free loopback port while the block runs; its base URL."""
-    port = free_port()
     settings: dict[str, Any] = {
-        "host": "127.0.0.1", "port": port, "dtype": args.dtype, "seed": 0, "max_model_len": args.max_model_len,
+        "dtype": args.dtype, "seed": 0, "max_model_len": args.max_model_len,
         "enforce_eager": True, "limit_mm_per_prompt": {"video": 1, "image": 0},
         "media_io_kwargs": {"video": {"num_frames": args.frames}}, "uvicorn_log_level": "warning",
     }
     if cpu:
         settings["kv_cache_memory_bytes"] = args.kv_cache_mib * 2**20
     settings.update(engine_kwargs(config, model_dir, args.ratio, cpu))
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-               *serve_flags(settings)]
-    logger.info("%s: %s", config, " ".join(command))
-    with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=dict(os.environ))  # the child keeps its own copy of the log
-    url = f"http://127.0.0.1:{port}"
-    try:
-        started = time.perf_counter()
-        while True:
-            if process.poll() is not None:
-                tail = log_path.read_text(encoding="utf-8")[-3000:]
-                raise RuntimeError(f"the {config} server exited with code {process.returncode}:\n{tail}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.perf_counter() - started > READY_TIMEOUT_S:
-                raise RuntimeError(f"the {config} server was not ready after {READY_TIMEOUT_S:.0f} s ({log_path})")
-            time.sleep(1.0)
-        logger.info("%s: ready in %.0f s", config, time.perf_counter() - started)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return running_server(model_dir, settings, log_path, name=config)
 
 
 def counters(url: str) -> tuple[float, float]:

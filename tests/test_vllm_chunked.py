@@ -11,10 +11,16 @@ multiples of 16 (the model records where: ``vcast_steps``):
   recorded steps;
 * two videos in one prompt;
 * a shared prefix: one video with a question, then the same video with another question (the cached
-  prefix covers the whole video, so only the text after it is prefilled), then the first request again.
+  prefix covers the whole video, so only the text after it is prefilled), then the first request again;
+* 16 requests in flight at once (one ``generate`` call: the engine schedules them together, each step
+  giving part of its 16 tokens to the others' decodes, so steps start off the multiples of 16): twelve
+  videos, four of them asked again with the other question (a cached prefix under load), and four
+  with a ratio of their own (``mm_processor_kwargs={"vcast_ratio": 0.5}``).
 
-Each answer equals HF's greedy answer for the same prompt with the method attached; the pure position
-arithmetic is checked for every chunk size and cached prefix in tests/test_vllm_settings.py.
+Each answer equals HF's greedy answer for the same prompt with the method attached, and under load each
+equals the same request served alone too; under load, each video's kept-token record from the engine's
+stats equals the one the Hugging Face plugins make for it. The pure position arithmetic is checked for
+every chunk size and cached prefix in tests/test_vllm_settings.py.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import gc
 import os
 
+import numpy as np
 import pytest
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed in this environment: make setup-vllm, then "
@@ -40,7 +47,9 @@ from tests.support.vllm_case import (  # noqa: E402
     hf_video_inputs,
     vllm_metadata,
 )
-from vcast.vllm.kept import VIDEO_KEY  # noqa: E402
+from vcast.kept_records import call_records, merged_grid_geometry  # noqa: E402
+from vcast.vllm.kept import VIDEO_KEY, KeptVideo, records_from_stats  # noqa: E402
+from vcast.vllm.settings import RATIO_KWARG  # noqa: E402
 
 from vllm.platforms import current_platform  # noqa: E402
 
@@ -54,6 +63,8 @@ PAD = "x"  # one token per copy (the tiny tokenizer has no merge for it), checke
 # Two questions that share a long start, so the first one's cached blocks run past the video.
 QUESTIONS = ("Look at the video closely, then say what moves.",
              "Look at the video closely, then say which color it is.")
+IN_FLIGHT, VIDEOS_IN_FLIGHT = 16, 12  # requests sent together; the last four ask the first four's videos again
+OWN_RATIO = 0.5  # requests 4-7's own retention ratio (the engine's is RATIO)
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +99,13 @@ def _video_range(token_ids: list[int], config) -> tuple[int, int]:
     return start, end - 1
 
 
-def _serve(llm, sampling, text: str, seeds: list[int]):
-    """One request alone (one clip per seed, keyed by it): its greedy tokens, its output, and the prefill
-    steps that reached its media (``vcast_steps``)."""
+def _serve(llm, sampling, text: str, seeds: list[int], ratio: float = RATIO):
+    """One request alone (one clip per seed, keyed by it; ``ratio`` its own where it is not the engine's):
+    its greedy tokens, its output, and the prefill steps that reached its media (``vcast_steps``)."""
     videos = [(clip(FRAMES, SIDE, seed=seed), vllm_metadata(**{VIDEO_KEY: seed})) for seed in seeds]
+    own = {"mm_processor_kwargs": {RATIO_KWARG: ratio}} if ratio != RATIO else {}
     llm.apply_model(lambda model: model.vcast_steps.clear())
-    [output] = llm.generate({"prompt": text, "multi_modal_data": {"video": videos}}, sampling, use_tqdm=False)
+    [output] = llm.generate({"prompt": text, "multi_modal_data": {"video": videos}, **own}, sampling, use_tqdm=False)
     steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
     return list(output.outputs[0].token_ids), output, steps
 
@@ -152,6 +164,54 @@ def test_chunked_prefill_and_prefix_caching_give_the_answers_of_one_prefill(vllm
         assert answer == _hf_answer(hf, method, second, [3]), f"{method}, after a cached video"
         answer, output, _ = _serve(llm, sampling, first, [3])
         assert output.num_cached_tokens > end and answer == _hf_answer(hf, method, first, [3])
+
+        _sixteen_in_flight(llm, sampling, hf, method)
     finally:
         del llm
         gc.collect()
+
+
+def _sixteen_in_flight(llm, sampling, hf, method: str) -> None:
+    """:data:`IN_FLIGHT` requests in one ``generate`` call: each answer equals the same request served
+    alone and HF's; each video's kept-token record from the engine's stats equals HF's."""
+    processor, model = hf
+    requests, texts, seeds, ratios = [], [], [], []
+    for i in range(IN_FLIGHT):
+        video = i % VIDEOS_IN_FLIGHT  # request 12 + k: video k again, the same padding, the other question
+        seed, text = 20 + video, _text(processor, QUESTIONS[i // VIDEOS_IN_FLIGHT], pad=video)
+        ratio = OWN_RATIO if 4 <= i < 8 else RATIO
+        texts.append(text)
+        seeds.append(seed)
+        ratios.append(ratio)
+        requests.append({"prompt": text, "multi_modal_data": {"video": [(clip(FRAMES, SIDE, seed=seed),
+                                                                          vllm_metadata(**{VIDEO_KEY: seed}))]},
+                         **({"mm_processor_kwargs": {RATIO_KWARG: ratio}} if ratio != RATIO else {})})
+    llm.apply_model(lambda model: (model.vcast_steps.clear(), model.vcast_drain_stats()))
+    outputs = llm.generate(requests, sampling, use_tqdm=False)
+    steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
+    stats = llm.apply_model(lambda model: model.vcast_drain_stats())[0]
+    # Served together: other requests' decodes took part of some step's budget (alone, every step
+    # that reaches a video starts at a multiple of 16, as checked above).
+    assert any(step["computed"] % CHUNK for step in steps), f"{method}: no step shared its budget"
+    assert any(output.num_cached_tokens for output in outputs[VIDEOS_IN_FLIGHT:]), "no prefix reused under load"
+    together = [list(output.outputs[0].token_ids) for output in outputs]
+    for i, (text, seed, ratio) in enumerate(zip(texts, seeds, ratios)):
+        alone, _, _ = _serve(llm, sampling, text, [seed], ratio)
+        assert together[i] == alone, f"{method}, request {i} of {IN_FLIGHT} in flight: {together[i]} alone {alone}"
+    prompts = [len(output.prompt_token_ids) for output in outputs]
+    assert prompts[4] > prompts[VIDEOS_IN_FLIGHT - 1], "a request's own ratio did not change its prompt"
+    llm.apply_model(lambda model: model.vcast_drain_stats())  # the alone runs' stats
+    # The kept-token records of the 12 videos, from the stats of the run under load, against HF's.
+    merge = model.config.vision_config.spatial_merge_size
+    for video in range(VIDEOS_IN_FLIGHT):
+        seed = seeds[video]
+        inputs = hf_video_inputs(processor, texts[video], [seed])
+        tokens, hf_stats = hf_generate(model, inputs, method, with_stats=True, ratio=ratios[video])
+        assert together[video] == tokens, f"{method}, request {video} under load against HF"
+        grid = inputs["video_grid_thw"][0].tolist()
+        geometry = merged_grid_geometry("qwen3_vl", grid, model.config.vision_config.patch_size, merge,
+                                        model.config.vision_config.temporal_patch_size)
+        (ours,) = records_from_stats([KeptVideo(seed, "clip", video, 0, geometry, list(range(FRAMES)))], stats, method)
+        (theirs,) = call_records(hf_stats, method, [geometry], [list(range(FRAMES))], ["clip"], [video])
+        assert ours.geometry == theirs.geometry and ours.budgets == theirs.budgets, f"{method}, video {video}"
+        assert np.array_equal(ours.kept, theirs.kept), f"{method}, video {video}: the kept mask under load differs"

@@ -17,7 +17,7 @@ from vcast.vllm.positions import (
     recompute_positions,
     relump,
 )
-from vcast.vllm.settings import settings_from_config
+from vcast.vllm.settings import RATIO_KWARG, request_settings, settings_from_config, without_request_options
 
 VS, VE, VIDEO, IMAGE, TEXT = 10, 11, 20, 21, 2
 
@@ -77,6 +77,20 @@ def test_settings_from_config_names_bad_entries() -> None:
     assert settings_from_config(Config()) == VCastSettings("vcast", 0.5, {"tau": 0.9})
     with pytest.raises(ValueError, match="hf_overrides"):
         settings_from_config(object())
+
+
+def test_a_requests_own_ratio_is_checked_and_taken_out_of_the_processors_options() -> None:
+    """``mm_processor_kwargs={"vcast_ratio": r}``: the server's settings at ``r``; a bad value is a ValueError
+    naming the option and the value (the request's 400); transformers' processor never sees the key."""
+    server = VCastSettings("vcast", 0.25, {"tau": 0.5})
+    assert request_settings(server, {"size": 1}) is server
+    assert request_settings(server, {RATIO_KWARG: 0.5}) == VCastSettings("vcast", 0.5, {"tau": 0.5})
+    for bad in (1.5, 0, -0.1, "half", True, None, float("nan")):
+        with pytest.raises(ValueError, match=f"'{RATIO_KWARG}'.*{bad!r}"):
+            request_settings(server, {RATIO_KWARG: bad})
+    assert without_request_options({RATIO_KWARG: 0.5, "size": 1}) == {"size": 1}
+    options = {"size": 1}
+    assert without_request_options(options) is options
 
 
 def test_relump_resizes_each_video_run() -> None:

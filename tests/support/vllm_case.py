@@ -37,12 +37,12 @@ def hf_video_inputs(processor: Any, text: str, seeds: list[int]) -> Any:
                      video_metadata=metadata, do_sample_frames=False, size=QWEN_VIDEO_SIZE)
 
 
-def hf_generate(model: Any, inputs: Any, method: str, with_stats: bool = False):
-    """HF's greedy token ids for ``inputs`` with ``method`` attached; with ``with_stats``, also the
-    pruning handle's stats of the call (what the HF plugins build their kept-token records from)."""
+def hf_generate(model: Any, inputs: Any, method: str, with_stats: bool = False, ratio: float = RATIO):
+    """HF's greedy token ids for ``inputs`` with ``method`` attached at ``ratio``; with ``with_stats``,
+    also the pruning handle's stats of the call (what the HF plugins build their kept-token records from)."""
     import vcast
 
-    handle = vcast.models.attach(model, method, RATIO) if method != "vanilla" else None
+    handle = vcast.models.attach(model, method, ratio) if method != "vanilla" else None
     try:
         with torch.inference_mode():
             output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)

@@ -35,7 +35,10 @@ with chunked prefill and prefix caching on as vLLM runs by default.
 
 Each pruned video leaves its stats (grid, budgets, the bit-packed kept mask) under the key the
 lmms-eval plugin put in its metadata, which the processor turns into a per-video field that
-reaches ``embed_multimodal`` (:mod:`vcast.vllm.kept`); ``vcast_drain_stats`` hands them over.
+reaches ``embed_multimodal`` (:mod:`vcast.vllm.kept`); ``vcast_drain_stats`` hands them over. A
+request's own ratio (``mm_processor_kwargs={"vcast_ratio": r}``, :func:`vcast.vllm.settings.request_settings`)
+reaches the model the same way, so its count and its mask use one ratio. A video the loader sampled no
+frame of is refused in the processor by name (the request's 400), before transformers' processor fails.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -60,7 +64,15 @@ from vcast.vllm.positions import (
     recompute_positions,
     relump,
 )
-from vcast.vllm.settings import VCastSettings, kept_count, select_video, settings_from_config
+from vcast.vllm.settings import (
+    RATIO_FIELD,
+    VCastSettings,
+    kept_count,
+    request_settings,
+    select_video,
+    settings_from_config,
+    without_request_options,
+)
 
 check_vllm_version()
 
@@ -94,9 +106,12 @@ class _CountMixin:
 
     info: Any
 
-    def _vcast_counts(self, grids: torch.Tensor | Sequence[Sequence[int]]) -> list[int]:
+    def _vcast_settings(self, hf_kwargs: Mapping[str, object]) -> VCastSettings:
+        """The server's settings, with the request's own ratio where it sets one (ValueError: its 400)."""
+        return request_settings(settings_from_config(self.info.get_hf_config()), hf_kwargs)
+
+    def _vcast_counts(self, grids: torch.Tensor | Sequence[Sequence[int]], settings: VCastSettings) -> list[int]:
         config = self.info.get_hf_config()
-        settings = settings_from_config(config)
         merge = config.vision_config.spatial_merge_size
         rows = grids.tolist() if isinstance(grids, torch.Tensor) else [list(g) for g in grids]
         return [kept_count(settings, int(t), (int(h) // merge, int(w) // merge)) for t, h, w in rows]
@@ -104,40 +119,50 @@ class _CountMixin:
     def _apply_hf_processor_main(self, mm_items: Any, hf_kwargs: Mapping[str, object]) -> Any:
         videos = mm_items.get("video") if hasattr(mm_items, "get") else None
         keys = [_video_key(item) for item in videos.get_all()] if videos else []
-        processed = super()._apply_hf_processor_main(mm_items, hf_kwargs)  # type: ignore[misc]
+        for index, item in enumerate(videos.get_all() if videos else []):
+            _check_has_frames(index, item)
+        settings = self._vcast_settings(hf_kwargs)
+        processed = super()._apply_hf_processor_main(mm_items, without_request_options(hf_kwargs))  # type: ignore[misc]
         grids = processed.get("video_grid_thw") if hasattr(processed, "get") else None
         if grids is None or len(grids) == 0:
             return processed
         if len(keys) != len(grids):
             raise ValueError(f"{len(keys)} video(s) in, {len(grids)} video grid(s) out of the processor")
+        counts = self._vcast_counts(grids, settings)  # before any field: a ratio that keeps nothing is the 400
         processed[VIDEO_KEY] = torch.tensor(keys, dtype=torch.long)  # [videos]
+        processed[RATIO_FIELD] = torch.full((len(keys),), settings.ratio, dtype=torch.float64)  # [videos]
         video_token_id = self.info.get_hf_config().video_token_id
         input_ids = processed["input_ids"]
         as_tensor = isinstance(input_ids, torch.Tensor)
         rows = input_ids.tolist() if as_tensor else [list(row) for row in input_ids]
         if len(rows) != 1:
             raise ValueError(f"expected one prompt per processor call, got {len(rows)}")
-        fixed = [relump(rows[0], video_token_id, self._vcast_counts(grids))]
+        fixed = [relump(rows[0], video_token_id, counts)]
         processed["input_ids"] = torch.tensor(fixed, dtype=input_ids.dtype) if as_tensor else fixed
         return processed
 
     def _get_hf_mm_inputs(self, mm_items: Any, hf_kwargs: Mapping[str, object]) -> Any:
         """vLLM's, with each video's key taken out of its metadata (transformers' ``VideoMetadata``
         takes no other keys); :meth:`_apply_hf_processor_main` returns it as a field."""
-        hf_data, hf_kwargs, passthrough = super()._get_hf_mm_inputs(mm_items, hf_kwargs)  # type: ignore[misc]
+        hf_data, hf_kwargs, passthrough = super()._get_hf_mm_inputs(  # type: ignore[misc]
+            mm_items, without_request_options(hf_kwargs))
         if hf_data.get("videos"):
             hf_data = {**hf_data, "videos": [_without_key(item) for item in hf_data["videos"]]}
         return hf_data, hf_kwargs, passthrough
 
     def _get_mm_fields_config(self, hf_inputs: Any, hf_processor_mm_kwargs: Mapping[str, object]) -> Mapping[str, Any]:
-        """vLLM's fields plus each video's key (one int per video, kept on the CPU)."""
-        fields = dict(super()._get_mm_fields_config(hf_inputs, hf_processor_mm_kwargs))  # type: ignore[misc]
+        """vLLM's fields plus each video's key and ratio (one number per video each, kept on the CPU)."""
+        fields = dict(super()._get_mm_fields_config(  # type: ignore[misc]
+            hf_inputs, without_request_options(hf_processor_mm_kwargs)))
         fields[VIDEO_KEY] = MultiModalFieldConfig.batched("video", keep_on_cpu=True)
+        fields[RATIO_FIELD] = MultiModalFieldConfig.batched("video", keep_on_cpu=True)
         return fields
 
     def _get_prompt_updates(self, mm_items: Any, hf_processor_mm_kwargs: Mapping[str, Any],
                             out_mm_kwargs: Any) -> Sequence[Any]:
-        updates = list(super()._get_prompt_updates(mm_items, hf_processor_mm_kwargs, out_mm_kwargs))  # type: ignore[misc]
+        settings = self._vcast_settings(hf_processor_mm_kwargs)
+        updates = list(super()._get_prompt_updates(  # type: ignore[misc]
+            mm_items, without_request_options(hf_processor_mm_kwargs), out_mm_kwargs))
         video_token_id = self.info.get_hf_config().video_token_id
         for position, update in enumerate(updates):
             if update.modality != "video":
@@ -147,7 +172,7 @@ class _CountMixin:
             def replacement(item_idx: int, stock: Any = stock) -> PromptUpdateDetails:
                 details = stock(item_idx)
                 grid = out_mm_kwargs["video"][item_idx]["video_grid_thw"].data
-                count = self._vcast_counts([grid.tolist()])
+                count = self._vcast_counts([grid.tolist()], settings)
                 return PromptUpdateDetails.from_seq(relump(details.full, video_token_id, count))
 
             updates[position] = PromptReplacement(modality="video", target=update.target, replacement=replacement)
@@ -163,6 +188,21 @@ def _video_key(item: Any) -> int:
     """The :data:`VIDEO_KEY` in a ``(frames, metadata)`` video item's metadata, or :data:`NO_KEY`."""
     metadata = item[1] if isinstance(item, tuple) and len(item) == 2 else None
     return int(metadata.get(VIDEO_KEY, NO_KEY)) if isinstance(metadata, Mapping) else NO_KEY
+
+
+def _check_has_frames(index: int, item: Any) -> None:
+    """A ValueError (the server's 400) naming a video that reached the processor without a frame: the
+    loader sampled none (a video shorter than one sampling step), where transformers' processor
+    would fail with a dump of its inputs."""
+    frames, metadata = item if isinstance(item, tuple) and len(item) == 2 else (item, None)
+    count = len(frames) if hasattr(frames, "__len__") else None
+    if count != 0:
+        return
+    total = metadata.get("total_num_frames") if isinstance(metadata, Mapping) else None
+    duration = metadata.get("duration") if isinstance(metadata, Mapping) else None
+    source = "" if total is None else f" of its {total} frame(s)" + ("" if duration is None else f" ({duration:.3f} s)")
+    raise ValueError(f"video {index} has no frame to encode: the server's video loader sampled none{source}; "
+                     "send a longer video")
 
 
 def _without_key(item: Any) -> Any:
@@ -199,8 +239,10 @@ class _VCastPruning:
         # Per pruned video (drained by the lmms-eval plugin; bounded, so a server that never drains it
         # does not grow past ~_MAX_STATS bit-packed masks): see vcast_drain_stats.
         self.vcast_stats: deque[dict[str, Any]] = deque(maxlen=_MAX_STATS)
-        # The keys of the videos of the embed_multimodal call in progress (vcast.vllm.kept).
+        # The keys and ratios of the videos of the embed_multimodal call in progress (vcast.vllm.kept, and
+        # each request's own ratio: vcast.vllm.settings.RATIO_KWARG).
         self._vcast_keys: list[int] = []
+        self._vcast_ratios: list[float] = []
         # vLLM's exact positions [L, 5] of the video _create_final_video_embeddings is building, and
         # whether vLLM is numbering it (get_mrope_input_positions then answers as vLLM's own).
         self._vcast_expanded: torch.Tensor | None = None
@@ -215,17 +257,20 @@ class _VCastPruning:
         grid_thw = video_input["video_grid_thw"].tolist()
         merge = self.visual.spatial_merge_size
         keys = self._vcast_keys if len(self._vcast_keys) == len(grid_thw) else [NO_KEY] * len(grid_thw)
+        ratios = self._vcast_ratios if len(self._vcast_ratios) == len(grid_thw) else [None] * len(grid_thw)
         out = []
         for video_idx, (embeds, (t, h, w)) in enumerate(zip(video_embeds_split, grid_thw)):
             grid = (h // merge, w // merge)
             frames = embeds[:, : self.visual_dim].reshape(t, grid[0] * grid[1], self.visual_dim)
+            settings = self.vcast_settings if ratios[video_idx] is None else replace(self.vcast_settings,
+                                                                                      ratio=ratios[video_idx])
             start = time.perf_counter()
-            selection = select_video(frames, self.vcast_settings, grid)
+            selection = select_video(frames, settings, grid)
             seconds = time.perf_counter() - start
             mask = selection.mask().reshape(-1).to(embeds.device)
-            expected = kept_count(self.vcast_settings, t, grid)
+            expected = kept_count(settings, t, grid)
             if int(mask.sum()) != expected:
-                raise RuntimeError(f"{self.vcast_settings.method} kept {int(mask.sum())} tokens of a {t}x{grid} video "
+                raise RuntimeError(f"{settings.method} kept {int(mask.sum())} tokens of a {t}x{grid} video "
                                    f"but the prompt holds {expected} placeholders")
             budgets = selection.budgets.tolist()
             self.vcast_stats.append({"key": keys[video_idx], "grid_thw": (t, h, w), "total": int(mask.numel()),
@@ -302,12 +347,13 @@ class _VCastPruning:
     def embed_multimodal(self, **kwargs: object) -> Any:
         """vLLM's, with the videos' keys (:data:`VIDEO_KEY`, a ``[videos]`` tensor that the
         processor made a field) set aside for :meth:`_postprocess_video_embeds_evs`."""
-        keys = kwargs.pop(VIDEO_KEY, None)
+        keys, ratios = kwargs.pop(VIDEO_KEY, None), kwargs.pop(RATIO_FIELD, None)
         self._vcast_keys = [] if keys is None else [int(k) for k in torch.as_tensor(keys).reshape(-1).tolist()]
+        self._vcast_ratios = [] if ratios is None else [float(r) for r in torch.as_tensor(ratios).reshape(-1).tolist()]
         try:
             return super().embed_multimodal(**kwargs)  # type: ignore[misc]
         finally:
-            self._vcast_keys = []
+            self._vcast_keys, self._vcast_ratios = [], []
 
     def vcast_drain_stats(self) -> list[dict[str, Any]]:
         """The per-video stats since the last call (and forget them), in encoding order, one dict per

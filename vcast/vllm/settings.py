@@ -6,12 +6,17 @@ Both halves of vLLM need them: the front-end processor writes as many video plac
 be kept (:func:`kept_count`), and the model prunes to exactly that many (:func:`select_video`).
 Both go through :func:`vcast.select`, so the count and the mask cannot disagree for a method
 whose count depends only on the video's shape; :func:`check_settings` refuses the others.
+
+A request may set its own retention ratio, ``mm_processor_kwargs={"vcast_ratio": 0.5}``
+(:data:`RATIO_KWARG`; a server takes per-request processor options only when started with
+``--trust-request-mm-kwargs``): :func:`request_settings` checks it where vLLM turns a ValueError into
+the request's 400, and the processor hands it to the model with each video (:data:`RATIO_FIELD`).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import torch
@@ -31,6 +36,10 @@ _NOT_IN_VLLM = {
     "vision_mean_query_attention": "needs the vision encoder's last-block queries and keys, which vLLM's vision tower "
                                    "does not expose",
 }
+# The request's own ratio, among its mm_processor_kwargs; and the per-video field that carries it from the
+# front-end processor to the model (which may run in another process).
+RATIO_KWARG = "vcast_ratio"
+RATIO_FIELD = "vcast_video_ratio"
 # Probe tensors for the count: two different contents, so a content-dependent count is caught.
 _PROBE_SEEDS = (0, 1)
 _PROBE_DIM = 8
@@ -75,6 +84,28 @@ def settings_from_config(config: Any) -> VCastSettings:
                              params=dict(params))
     check_settings(settings)
     return settings
+
+
+def request_settings(settings: VCastSettings, processor_kwargs: Mapping[str, Any]) -> VCastSettings:
+    """``settings`` with the request's own ratio (``processor_kwargs[RATIO_KWARG]``, its
+    ``mm_processor_kwargs``) where it sets one. ValueError naming the option and its value when it is
+    not a number in (0, 1]."""
+    if RATIO_KWARG not in processor_kwargs:
+        return settings
+    value = processor_kwargs[RATIO_KWARG]
+    try:
+        ratio = check_ratio(value)
+    except ValueError:
+        raise ValueError(f"mm_processor_kwargs {RATIO_KWARG!r} (the request's retention ratio) must be a number in "
+                         f"(0, 1], got {value!r}") from None
+    return replace(settings, ratio=ratio)
+
+
+def without_request_options(processor_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``processor_kwargs`` without the plugin's own option (transformers' processor takes no such key)."""
+    if RATIO_KWARG not in processor_kwargs:
+        return processor_kwargs
+    return {key: value for key, value in processor_kwargs.items() if key != RATIO_KWARG}
 
 
 def check_settings(settings: VCastSettings) -> None:
