@@ -157,7 +157,12 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
 LONGEST_FIRST = ("test_cell_longer_than_the_time_limit_finishes_over_requeues",  # make test-slurm's
                  "test_build_demo_runs_the_sweep_then_writes_the_table_and_figure",
                  "test_in_llm_method_configs_sweep_on_tiny_llava",
-                 "test_ctrl_c_at_any_moment_prints_one_line_exits_130_and_keeps_finished_cells")
+                 "test_ctrl_c_at_any_moment_prints_one_line_exits_130_and_keeps_finished_cells",
+                 # make test-vllm's: each starts vLLM in processes of its own (cells, a server)
+                 "test_a_killed_vllm_run_resumes_from_its_answers",
+                 "test_bad_requests_get_a_400_naming_the_problem_while_good_ones_go_on",
+                 "test_a_vllm_cell_records_the_kept_tokens_of_the_hf_plugin",
+                 "test_vllm_vanilla_keeps_every_token_and_record_kept_is_no_part_of_a_cell")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

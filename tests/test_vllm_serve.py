@@ -14,7 +14,9 @@ far over the context. Two client threads send the good request over and over whi
 * a request's own ratio out of range, or not a number.
 
 A request's own ratio in range gets its answer, with more video tokens in its prompt than at the
-server's ratio.
+server's ratio. And 16 requests sent at once through the server (16 clips, four at their own ratio) each
+get the answer the same request gets alone (tests/test_vllm_chunked.py checks the same in the engine
+for V-CAST and EVS, with the kept-token records).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import base64
 import io
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -149,4 +152,21 @@ def test_bad_requests_get_a_400_naming_the_problem_while_good_ones_go_on(server)
     status, body = _ask(url, model, good, mm_processor_kwargs={"vcast_ratio": 0.5})
     assert status == 200, body
     assert body["usage"]["prompt_tokens"] == base_prompt + 8, (body["usage"], base_prompt)
+    # Here, not in a test of its own: pytest-xdist could run that on the other worker, with a server of its own.
+    _sixteen_at_once(url, model)
     assert "Traceback" not in Path(log).read_text(encoding="utf-8")
+
+
+def _sixteen_at_once(url: str, model: str) -> None:
+    """16 requests sent at once (16 clips, four at their own ratio): each gets the answer it gets alone."""
+    clips = [_mp4(60, 128, seed=seed) for seed in range(1, 17)]
+    own = [{"mm_processor_kwargs": {"vcast_ratio": 0.5}} if 4 <= i < 8 else {} for i in range(16)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        together = list(pool.map(lambda i: _ask(url, model, clips[i], **own[i]), range(16)))
+    alone = [_ask(url, model, clips[i], **own[i]) for i in range(16)]
+    assert all(status == 200 for status, _ in together + alone), [body for status, body in together + alone
+                                                                   if status != 200]
+    for i, ((_, served_together), (_, served_alone)) in enumerate(zip(together, alone)):
+        assert _answer(served_together) == _answer(served_alone), f"request {i} of 16 at once"
+        assert served_together["usage"]["prompt_tokens"] == served_alone["usage"]["prompt_tokens"]
+    assert together[4][1]["usage"]["prompt_tokens"] > together[0][1]["usage"]["prompt_tokens"]
