@@ -25,6 +25,7 @@ import base64
 import io
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
@@ -123,7 +124,11 @@ def test_bad_requests_get_a_400_naming_the_problem_while_good_ones_go_on(server)
 
     def keep_asking() -> None:
         while not stop.is_set():
-            code, reply = _ask(url, model, good)
+            try:
+                code, reply = _ask(url, model, good)
+            except OSError as error:  # the server went away: the stream ends, saying why
+                stream.append((0, repr(error)))
+                return
             stream.append((code, _answer(reply) if code == 200 else json.dumps(reply)))
 
     threads = [threading.Thread(target=keep_asking, daemon=True) for _ in range(STREAMS)]
@@ -136,8 +141,11 @@ def test_bad_requests_get_a_400_naming_the_problem_while_good_ones_go_on(server)
             message = body.get("error", {}).get("message", "")
             assert status == 400, f"{name}: {status} {body}"
             assert all(word in message for word in words), f"{name}: {message!r} does not say {words}"
+            deadline = time.monotonic() + 300
             while len(stream) == before:  # a good request finished after each bad one went in
-                threading.Event().wait(0.05)
+                assert any(thread.is_alive() for thread in threads), f"after {name}, the good requests stopped"
+                assert time.monotonic() < deadline, f"after {name}, no good request finished within 300 s"
+                time.sleep(0.05)
     finally:
         stop.set()
         for thread in threads:
