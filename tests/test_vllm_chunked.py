@@ -99,13 +99,19 @@ def _video_range(token_ids: list[int], config) -> tuple[int, int]:
     return start, end - 1
 
 
+def _request(text: str, seeds: list[int], ratio: float = RATIO) -> dict:
+    """vLLM's prompt dict: ``text`` with one clip per seed (keyed by it), at ``ratio`` (the request's own
+    where it is not the engine's)."""
+    videos = [(clip(FRAMES, SIDE, seed=seed), vllm_metadata(**{VIDEO_KEY: seed})) for seed in seeds]
+    own = {"mm_processor_kwargs": {RATIO_KWARG: ratio}} if ratio != RATIO else {}
+    return {"prompt": text, "multi_modal_data": {"video": videos}, **own}
+
+
 def _serve(llm, sampling, text: str, seeds: list[int], ratio: float = RATIO):
     """One request alone (one clip per seed, keyed by it; ``ratio`` its own where it is not the engine's):
     its greedy tokens, its output, and the prefill steps that reached its media (``vcast_steps``)."""
-    videos = [(clip(FRAMES, SIDE, seed=seed), vllm_metadata(**{VIDEO_KEY: seed})) for seed in seeds]
-    own = {"mm_processor_kwargs": {RATIO_KWARG: ratio}} if ratio != RATIO else {}
     llm.apply_model(lambda model: model.vcast_steps.clear())
-    [output] = llm.generate({"prompt": text, "multi_modal_data": {"video": videos}, **own}, sampling, use_tqdm=False)
+    [output] = llm.generate(_request(text, seeds, ratio), sampling, use_tqdm=False)
     steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
     return list(output.outputs[0].token_ids), output, steps
 
@@ -183,9 +189,7 @@ def _sixteen_in_flight(llm, sampling, hf, method: str) -> None:
         texts.append(text)
         seeds.append(seed)
         ratios.append(ratio)
-        requests.append({"prompt": text, "multi_modal_data": {"video": [(clip(FRAMES, SIDE, seed=seed),
-                                                                          vllm_metadata(**{VIDEO_KEY: seed}))]},
-                         **({"mm_processor_kwargs": {RATIO_KWARG: ratio}} if ratio != RATIO else {})})
+        requests.append(_request(text, [seed], ratio))
     llm.apply_model(lambda model: (model.vcast_steps.clear(), model.vcast_drain_stats()))
     outputs = llm.generate(requests, sampling, use_tqdm=False)
     steps = llm.apply_model(lambda model: list(model.vcast_steps))[0]
@@ -200,7 +204,6 @@ def _sixteen_in_flight(llm, sampling, hf, method: str) -> None:
         assert together[i] == alone, f"{method}, request {i} of {IN_FLIGHT} in flight: {together[i]} alone {alone}"
     prompts = [len(output.prompt_token_ids) for output in outputs]
     assert prompts[4] > prompts[VIDEOS_IN_FLIGHT - 1], "a request's own ratio did not change its prompt"
-    llm.apply_model(lambda model: model.vcast_drain_stats())  # the alone runs' stats
     # The kept-token records of the 12 videos, from the stats of the run under load, against HF's.
     merge = model.config.vision_config.spatial_merge_size
     for video in range(VIDEOS_IN_FLIGHT):
